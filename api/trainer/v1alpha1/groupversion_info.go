@@ -1,0 +1,25 @@
+// Package v1alpha1 contains the trainer.kubeflow.org/v1alpha1 API: TrainJob,
+// TrainingRuntime and ClusterTrainingRuntime. The types accept the YAML of
+// Kubeflow Trainer v1alpha1 for every field this controller supports; fields
+// it does not support yet are kept in the schema so that the API server can
+// reject them with a message naming the field, rather than drop them.
+//
+// +kubebuilder:object:generate=true
+// +groupName=trainer.kubeflow.org
+package v1alpha1
+
+import (
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/scheme"
+)
+
+var (
+	// GroupVersion is the group and version of this API.
+	GroupVersion = schema.GroupVersion{Group: "trainer.kubeflow.org", Version: "v1alpha1"}
+
+	// SchemeBuilder registers the types of this API into a scheme.
+	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+
+	// AddToScheme adds the types of this API to a scheme.
+	AddToScheme = SchemeBuilder.AddToScheme
+)

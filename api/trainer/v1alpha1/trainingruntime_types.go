@@ -1,0 +1,254 @@
+package v1alpha1
+
+import (
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+const (
+	// TrainingRuntimeKind is the kind of the namespaced runtime.
+	TrainingRuntimeKind = "TrainingRuntime"
+	// ClusterTrainingRuntimeKind is the kind of the cluster-scoped runtime.
+	ClusterTrainingRuntimeKind = "ClusterTrainingRuntime"
+)
+
+// +kubebuilder:object:root=true
+// +kubebuilder:storageversion
+// +kubebuilder:resource:scope=Cluster,categories=kubeflow;trainer
+// +kubebuilder:printcolumn:name="Nodes",type=integer,JSONPath=`.spec.mlPolicy.numNodes`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// ClusterTrainingRuntime is a training runtime that TrainJobs of every
+// namespace can reference.
+type ClusterTrainingRuntime struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec of the runtime.
+	// +optional
+	Spec TrainingRuntimeSpec `json:"spec,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// ClusterTrainingRuntimeList is a list of ClusterTrainingRuntimes.
+type ClusterTrainingRuntimeList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ClusterTrainingRuntime `json:"items"`
+}
+
+// +kubebuilder:object:root=true
+// +kubebuilder:storageversion
+// +kubebuilder:resource:categories=kubeflow;trainer
+// +kubebuilder:printcolumn:name="Nodes",type=integer,JSONPath=`.spec.mlPolicy.numNodes`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// TrainingRuntime is a training runtime that TrainJobs of its own namespace
+// can reference.
+type TrainingRuntime struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec of the runtime.
+	// +optional
+	Spec TrainingRuntimeSpec `json:"spec,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// TrainingRuntimeList is a list of TrainingRuntimes.
+type TrainingRuntimeList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []TrainingRuntime `json:"items"`
+}
+
+// TrainingRuntimeSpec describes how a TrainJob runs: the ML policy and the
+// template of the Jobs to create.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.podGroupPolicy)",fieldPath=".podGroupPolicy",message="podGroupPolicy (gang scheduling) is not supported by trainjob-operator yet"
+type TrainingRuntimeSpec struct {
+	// mlPolicy holds the ML-specific parameters of the runtime.
+	// +optional
+	MLPolicy *MLPolicy `json:"mlPolicy,omitempty"`
+
+	// template of the Jobs created for a TrainJob. It has the shape of a
+	// JobSet template, so Kubeflow runtimes apply unchanged.
+	// +required
+	Template JobSetTemplateSpec `json:"template"`
+
+	// podGroupPolicy is a Kubeflow Trainer field this controller does not
+	// support yet; a runtime that sets it is rejected.
+	// +optional
+	PodGroupPolicy *runtime.RawExtension `json:"podGroupPolicy,omitempty"`
+}
+
+// MLPolicy holds the ML-specific parameters of a runtime. At most one
+// framework policy may be set; without one the runtime is a plain one and no
+// framework environment is injected.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.mpi)",fieldPath=".mpi",message="the MPI policy is not supported by trainjob-operator yet; use torch or no policy"
+// +kubebuilder:validation:XValidation:rule="!has(self.flux)",fieldPath=".flux",message="the Flux policy is not supported by trainjob-operator yet; use torch or no policy"
+// +kubebuilder:validation:XValidation:rule="!has(self.jax)",fieldPath=".jax",message="the JAX policy is not supported by trainjob-operator yet; use torch or no policy"
+// +kubebuilder:validation:XValidation:rule="!has(self.xgboost)",fieldPath=".xgboost",message="the XGBoost policy is not supported by trainjob-operator yet; use torch or no policy"
+type MLPolicy struct {
+	// numNodes is the default number of training nodes. Defaults to 1.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100000
+	// +optional
+	NumNodes *int32 `json:"numNodes,omitempty"`
+
+	// torch configures PyTorch distributed training: the trainer receives the
+	// PET_* environment that torchrun reads.
+	// +optional
+	Torch *TorchMLPolicySource `json:"torch,omitempty"`
+
+	// mpi is not supported yet.
+	// +optional
+	MPI *runtime.RawExtension `json:"mpi,omitempty"`
+
+	// flux is not supported yet.
+	// +optional
+	Flux *runtime.RawExtension `json:"flux,omitempty"`
+
+	// jax is not supported yet.
+	// +optional
+	JAX *runtime.RawExtension `json:"jax,omitempty"`
+
+	// xgboost is not supported yet.
+	// +optional
+	XGBoost *runtime.RawExtension `json:"xgboost,omitempty"`
+}
+
+// TorchMLPolicySource configures PyTorch distributed training.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.elasticPolicy)",fieldPath=".elasticPolicy",message="torch.elasticPolicy is not supported by trainjob-operator yet"
+type TorchMLPolicySource struct {
+	// numProcPerNode is the number of processes per node, passed to torchrun
+	// as PET_NPROC_PER_NODE: a positive integer, or auto, cpu or gpu.
+	// Defaults to auto.
+	// +kubebuilder:default="auto"
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="self > 0 || self in ['auto', 'cpu', 'gpu']",message="numProcPerNode must be a positive integer, auto, cpu or gpu"
+	// +optional
+	NumProcPerNode *intstr.IntOrString `json:"numProcPerNode,omitempty"`
+
+	// elasticPolicy is not supported yet.
+	// +optional
+	ElasticPolicy *runtime.RawExtension `json:"elasticPolicy,omitempty"`
+}
+
+// JobSetTemplateSpec is the template of the Jobs of a TrainJob.
+type JobSetTemplateSpec struct {
+	// metadata holds labels and annotations added to every child Job.
+	// +optional
+	Metadata TemplateMetadata `json:"metadata,omitempty"`
+
+	// spec lists the replicated Jobs.
+	// +required
+	Spec JobSetSpec `json:"spec"`
+}
+
+// TemplateMetadata is the metadata a template may set.
+type TemplateMetadata struct {
+	// labels added to every child Job.
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+	// annotations added to every child Job.
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+// JobSetSpec lists the replicated Jobs of a runtime. Its shape is that of a
+// JobSet spec; of the JobSet policies only replicatedJobs is supported.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.network)",fieldPath=".network",message="network is not supported by trainjob-operator: Pods always get stable hostnames under a headless Service named after the TrainJob"
+// +kubebuilder:validation:XValidation:rule="!has(self.successPolicy)",fieldPath=".successPolicy",message="successPolicy is not supported by trainjob-operator yet: a TrainJob completes when all its trainer Jobs succeed"
+// +kubebuilder:validation:XValidation:rule="!has(self.failurePolicy)",fieldPath=".failurePolicy",message="failurePolicy is not supported by trainjob-operator yet: a TrainJob fails when any of its Jobs fails"
+// +kubebuilder:validation:XValidation:rule="!has(self.startupPolicy)",fieldPath=".startupPolicy",message="startupPolicy is not supported by trainjob-operator yet"
+// +kubebuilder:validation:XValidation:rule="!has(self.coordinator)",fieldPath=".coordinator",message="coordinator is not supported by trainjob-operator yet"
+// +kubebuilder:validation:XValidation:rule="!has(self.suspend)",fieldPath=".suspend",message="suspend belongs on the TrainJob (spec.suspend), not in the runtime template"
+// +kubebuilder:validation:XValidation:rule="!has(self.managedBy)",fieldPath=".managedBy",message="managedBy belongs on the TrainJob (spec.managedBy), not in the runtime template"
+// +kubebuilder:validation:XValidation:rule="!has(self.ttlSecondsAfterFinished)",fieldPath=".ttlSecondsAfterFinished",message="ttlSecondsAfterFinished belongs on the TrainJob (spec.ttlSecondsAfterFinished), not in the runtime template"
+type JobSetSpec struct {
+	// replicatedJobs are the steps of the runtime. Each creates `replicas`
+	// Indexed Jobs named <trainjob>-<name>-<replica index>.
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=20
+	// +required
+	ReplicatedJobs []ReplicatedJob `json:"replicatedJobs"`
+
+	// network is not supported.
+	// +optional
+	Network *runtime.RawExtension `json:"network,omitempty"`
+	// successPolicy is not supported yet.
+	// +optional
+	SuccessPolicy *runtime.RawExtension `json:"successPolicy,omitempty"`
+	// failurePolicy is not supported yet.
+	// +optional
+	FailurePolicy *runtime.RawExtension `json:"failurePolicy,omitempty"`
+	// startupPolicy is not supported yet.
+	// +optional
+	StartupPolicy *runtime.RawExtension `json:"startupPolicy,omitempty"`
+	// coordinator is not supported yet.
+	// +optional
+	Coordinator *runtime.RawExtension `json:"coordinator,omitempty"`
+	// suspend is set on the TrainJob instead.
+	// +optional
+	Suspend *bool `json:"suspend,omitempty"`
+	// managedBy is set on the TrainJob instead.
+	// +optional
+	ManagedBy *string `json:"managedBy,omitempty"`
+	// ttlSecondsAfterFinished is set on the TrainJob instead.
+	// +optional
+	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
+}
+
+// ReplicatedJob is one step of a runtime: a Job template created `replicas`
+// times.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.dependsOn)",fieldPath=".dependsOn",message="dependsOn is not supported by trainjob-operator yet: all replicated Jobs start together"
+// +kubebuilder:validation:XValidation:rule="!has(self.groupName)",fieldPath=".groupName",message="groupName is not supported by trainjob-operator yet"
+// +kubebuilder:validation:XValidation:rule="!has(self.template.spec.ttlSecondsAfterFinished)",fieldPath=".template.spec.ttlSecondsAfterFinished",message="a Job-level ttlSecondsAfterFinished would delete Jobs behind the TrainJob's back: set spec.ttlSecondsAfterFinished on the TrainJob instead"
+// +kubebuilder:validation:XValidation:rule="!has(self.template.spec.activeDeadlineSeconds)",fieldPath=".template.spec.activeDeadlineSeconds",message="a Job-level activeDeadlineSeconds would fail Jobs behind the TrainJob's back: set spec.activeDeadlineSeconds on the TrainJob instead"
+// +kubebuilder:validation:XValidation:rule="!has(self.template.spec.suspend)",fieldPath=".template.spec.suspend",message="suspend belongs on the TrainJob (spec.suspend), not in the Job template"
+// +kubebuilder:validation:XValidation:rule="!has(self.template.spec.managedBy)",fieldPath=".template.spec.managedBy",message="the child Jobs are run by the Kubernetes Job controller; managedBy must not be set in the Job template"
+// +kubebuilder:validation:XValidation:rule="!has(self.template.spec.completionMode) || self.template.spec.completionMode == 'Indexed'",fieldPath=".template.spec.completionMode",message="child Jobs are Indexed Jobs: completionMode must be Indexed or unset"
+type ReplicatedJob struct {
+	// name of the step. Child Jobs are named <trainjob>-<name>-<index>.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=40
+	// +kubebuilder:validation:Pattern=`^[a-z]([-a-z0-9]*[a-z0-9])?$`
+	// +required
+	Name string `json:"name"`
+
+	// replicas is the number of Jobs created from the template. Defaults to 1.
+	// The trainer step must have exactly one: its nodes are the Pods of that
+	// Job.
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
+
+	// template of the Jobs.
+	// +required
+	Template batchv1.JobTemplateSpec `json:"template"`
+
+	// dependsOn is not supported yet.
+	// +optional
+	DependsOn []runtime.RawExtension `json:"dependsOn,omitempty"`
+
+	// groupName is not supported yet.
+	// +optional
+	GroupName *string `json:"groupName,omitempty"`
+}
+
+func init() {
+	SchemeBuilder.Register(&ClusterTrainingRuntime{}, &ClusterTrainingRuntimeList{}, &TrainingRuntime{}, &TrainingRuntimeList{})
+}

@@ -1,0 +1,333 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+const (
+	// TrainJobKind is the kind of the TrainJob.
+	TrainJobKind = "TrainJob"
+
+	// DefaultManagedBy is the value of spec.managedBy for TrainJobs this
+	// controller reconciles; TrainJobs naming any other manager are left alone.
+	DefaultManagedBy = "trainer.kubeflow.org/trainjob-controller"
+)
+
+// Condition types of a TrainJob.
+const (
+	// TrainJobCreated is True once the child Jobs of the TrainJob exist. It is
+	// False, with a reason, while they cannot be created (for example when the
+	// referenced runtime does not exist yet).
+	TrainJobCreated = "Created"
+
+	// TrainJobSuspended is True while spec.suspend is true and no child Pod is
+	// active any more. It becomes False, with reason Resumed, on resume.
+	TrainJobSuspended = "Suspended"
+
+	// TrainJobComplete is True once every trainer Job succeeded. Terminal.
+	TrainJobComplete = "Complete"
+
+	// TrainJobFailed is True once the TrainJob failed. Terminal.
+	TrainJobFailed = "Failed"
+)
+
+// Condition reasons of a TrainJob.
+const (
+	// TrainJobJobsCreatedReason is the Created=True reason.
+	TrainJobJobsCreatedReason = "JobsCreated"
+	// TrainJobRuntimeNotFoundReason is the Created=False reason when the
+	// referenced (Cluster)TrainingRuntime does not exist.
+	TrainJobRuntimeNotFoundReason = "RuntimeNotFound"
+	// TrainJobInvalidRuntimeReason is the Created=False reason when the
+	// TrainJob and its runtime cannot be turned into Jobs.
+	TrainJobInvalidRuntimeReason = "InvalidRuntime"
+
+	// TrainJobSuspendedReason is the Suspended=True reason.
+	TrainJobSuspendedReason = "Suspended"
+	// TrainJobResumedReason is the Suspended=False reason after a resume.
+	TrainJobResumedReason = "Resumed"
+
+	// TrainJobJobsCompletedReason is the Complete=True reason.
+	TrainJobJobsCompletedReason = "AllJobsCompleted"
+
+	// TrainJobJobFailedReason is the Failed=True reason when a child Job failed.
+	TrainJobJobFailedReason = "JobFailed"
+	// TrainJobJobDeletedReason is the Failed=True reason when a child Job was
+	// deleted before it finished: its outcome is unknown and it is not re-run.
+	TrainJobJobDeletedReason = "JobDeleted"
+	// TrainJobDeadlineExceededReason is the Failed=True reason when the
+	// TrainJob was active longer than spec.activeDeadlineSeconds.
+	TrainJobDeadlineExceededReason = "DeadlineExceeded"
+)
+
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:storageversion
+// +kubebuilder:resource:categories=kubeflow;trainer
+// +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.conditions[?(@.status=="True")].type`,description="Failed, Complete, Suspended or Created, whichever holds first"
+// +kubebuilder:printcolumn:name="Runtime",type=string,JSONPath=`.spec.runtimeRef.name`
+// +kubebuilder:printcolumn:name="Nodes",type=integer,JSONPath=`.spec.trainer.numNodes`,description="Training nodes requested by the TrainJob (empty: the runtime's numNodes)"
+// +kubebuilder:printcolumn:name="Started",type=date,JSONPath=`.status.startTime`,priority=1
+// +kubebuilder:printcolumn:name="Deadline",type=integer,JSONPath=`.spec.activeDeadlineSeconds`,priority=1,description="spec.activeDeadlineSeconds"
+// +kubebuilder:printcolumn:name="TTL",type=integer,JSONPath=`.spec.ttlSecondsAfterFinished`,priority=1,description="spec.ttlSecondsAfterFinished"
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a lowercase RFC 1035 label: start with a letter, then letters, digits or '-'"
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63",message="metadata.name must be no more than 63 characters"
+
+// TrainJob runs a distributed training job described by a training runtime.
+type TrainJob struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec of the TrainJob.
+	// +optional
+	Spec TrainJobSpec `json:"spec,omitempty"`
+
+	// status of the TrainJob.
+	// +optional
+	Status TrainJobStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// TrainJobList is a list of TrainJobs.
+type TrainJobList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []TrainJob `json:"items"`
+}
+
+// TrainJobSpec is the desired state of a TrainJob.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.initializer)",fieldPath=".initializer",message="initializer is not supported by trainjob-operator yet: remove it and fetch the dataset and model from the trainer"
+// +kubebuilder:validation:XValidation:rule="!has(self.runtimePatches)",fieldPath=".runtimePatches",message="runtimePatches is not supported by trainjob-operator yet: put the changes in a TrainingRuntime of your own"
+// +kubebuilder:validation:XValidation:rule="!has(self.podTemplateOverrides)",fieldPath=".podTemplateOverrides",message="podTemplateOverrides is not supported by trainjob-operator yet: put the changes in a TrainingRuntime of your own"
+// +kubebuilder:validation:XValidation:rule="!has(self.podSpecOverrides)",fieldPath=".podSpecOverrides",message="podSpecOverrides is not supported by trainjob-operator yet: put the changes in a TrainingRuntime of your own"
+type TrainJobSpec struct {
+	// runtimeRef references the training runtime the TrainJob runs on.
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="runtimeRef is immutable"
+	// +required
+	RuntimeRef RuntimeRef `json:"runtimeRef"`
+
+	// trainer overrides the trainer step of the runtime: image, command,
+	// arguments, environment, number of nodes and resources per node.
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="trainer is immutable"
+	// +optional
+	Trainer *Trainer `json:"trainer,omitempty"`
+
+	// labels are added to the child Jobs of the TrainJob.
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+
+	// annotations are added to the child Jobs of the TrainJob.
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
+
+	// suspend suspends the TrainJob: the child Jobs are suspended and their
+	// Pods deleted. Resuming restarts them; completed work is kept.
+	// +kubebuilder:default=false
+	// +optional
+	Suspend *bool `json:"suspend,omitempty"`
+
+	// activeDeadlineSeconds is how long, in seconds, the TrainJob may be active
+	// counted from status.startTime, which is reset when the TrainJob is
+	// resumed. When it is reached, every Pod is terminated and the TrainJob
+	// fails with reason DeadlineExceeded. It may be changed at any time, to
+	// give a running TrainJob more or less time.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	ActiveDeadlineSeconds *int64 `json:"activeDeadlineSeconds,omitempty"`
+
+	// ttlSecondsAfterFinished is how long, in seconds, a finished (Complete or
+	// Failed) TrainJob is kept before it is deleted with its children. 0
+	// deletes it as soon as it finishes; unset keeps it (or leaves it to the
+	// cluster's retention policy). It may be changed at any time.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
+
+	// managedBy names the controller that reconciles this TrainJob. This
+	// controller reconciles TrainJobs with the default value and leaves every
+	// other TrainJob alone (for example to MultiKueue).
+	// +kubebuilder:default="trainer.kubeflow.org/trainjob-controller"
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[a-zA-Z0-9]([-a-zA-Z0-9_.]*[a-zA-Z0-9])?$')",message="managedBy must be a domain-prefixed path such as trainer.kubeflow.org/trainjob-controller"
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="managedBy is immutable"
+	// +optional
+	ManagedBy *string `json:"managedBy,omitempty"`
+
+	// initializer is a Kubeflow Trainer field this controller does not
+	// support yet; a TrainJob that sets it is rejected.
+	// +optional
+	Initializer *runtime.RawExtension `json:"initializer,omitempty"`
+
+	// runtimePatches is a Kubeflow Trainer field this controller does not
+	// support yet; a TrainJob that sets it is rejected.
+	// +optional
+	RuntimePatches []runtime.RawExtension `json:"runtimePatches,omitempty"`
+
+	// podTemplateOverrides is a Kubeflow Trainer field this controller does
+	// not support yet; a TrainJob that sets it is rejected.
+	// +optional
+	PodTemplateOverrides []runtime.RawExtension `json:"podTemplateOverrides,omitempty"`
+
+	// podSpecOverrides is a Kubeflow Trainer field this controller does not
+	// support yet; a TrainJob that sets it is rejected.
+	// +optional
+	PodSpecOverrides []runtime.RawExtension `json:"podSpecOverrides,omitempty"`
+}
+
+// RuntimeRef references a TrainingRuntime (in the TrainJob's namespace) or a
+// ClusterTrainingRuntime.
+type RuntimeRef struct {
+	// name of the runtime.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+
+	// apiGroup of the runtime. Defaults to trainer.kubeflow.org.
+	// +kubebuilder:default="trainer.kubeflow.org"
+	// +kubebuilder:validation:Enum=trainer.kubeflow.org
+	// +optional
+	APIGroup *string `json:"apiGroup,omitempty"`
+
+	// kind of the runtime. Defaults to ClusterTrainingRuntime.
+	// +kubebuilder:default="ClusterTrainingRuntime"
+	// +kubebuilder:validation:Enum=ClusterTrainingRuntime;TrainingRuntime
+	// +optional
+	Kind *string `json:"kind,omitempty"`
+}
+
+// Trainer overrides the trainer step of the runtime: the replicated Job
+// labelled trainer.kubeflow.org/trainjob-ancestor-step=trainer, and in it the
+// container named "node".
+type Trainer struct {
+	// image of the trainer container.
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	Image *string `json:"image,omitempty"`
+
+	// command of the trainer container.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=128
+	// +kubebuilder:validation:items:MaxLength=65536
+	// +optional
+	Command []string `json:"command,omitempty"`
+
+	// args of the trainer container.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=128
+	// +kubebuilder:validation:items:MaxLength=65536
+	// +optional
+	Args []string `json:"args,omitempty"`
+
+	// env is merged into the trainer container's environment; a variable of
+	// the same name in the runtime is replaced.
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=128
+	// +optional
+	Env []corev1.EnvVar `json:"env,omitempty"`
+
+	// numNodes is the number of training nodes (Pods). Defaults to the
+	// runtime's mlPolicy.numNodes, or 1.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100000
+	// +optional
+	NumNodes *int32 `json:"numNodes,omitempty"`
+
+	// resourcesPerNode replaces the compute resources of the trainer container.
+	// +optional
+	ResourcesPerNode *corev1.ResourceRequirements `json:"resourcesPerNode,omitempty"`
+
+	// numProcPerNode is the number of processes on every node: a positive
+	// integer, or auto, cpu or gpu. Defaults to the runtime's value.
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="self > 0 || self in ['auto', 'cpu', 'gpu']",message="numProcPerNode must be a positive integer, auto, cpu or gpu"
+	// +optional
+	NumProcPerNode *intstr.IntOrString `json:"numProcPerNode,omitempty"`
+}
+
+// TrainJobStatus is the observed state of a TrainJob.
+type TrainJobStatus struct {
+	// conditions of the TrainJob: Failed, Complete, Suspended and Created,
+	// kept in that order so that the first one that is True is its state.
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// jobsStatus has one entry per replicated Job of the runtime.
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=100
+	// +optional
+	JobsStatus []JobStatus `json:"jobsStatus,omitempty"`
+
+	// startTime is when the TrainJob last started running: when its Jobs were
+	// first created unsuspended, and again on every resume.
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+
+	// completionTime is when the TrainJob completed successfully.
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+}
+
+// JobStatus summarises the child Jobs of one replicated Job.
+type JobStatus struct {
+	// name of the replicated Job.
+	// +required
+	Name string `json:"name"`
+
+	// replicas is the number of child Jobs of the replicated Job. It is fixed
+	// when the TrainJob's Jobs are first created, so that later changes to
+	// the runtime do not change a TrainJob that runs already.
+	// +kubebuilder:validation:Minimum=0
+	Replicas int32 `json:"replicas"`
+
+	// trainer is true for the trainer step. The TrainJob is Complete when all
+	// Jobs of its trainer step succeeded (all of its Jobs, if it has none).
+	// +optional
+	Trainer bool `json:"trainer,omitempty"`
+
+	// ready is the number of child Jobs whose Pods are all ready or succeeded.
+	Ready int32 `json:"ready"`
+
+	// succeeded is the number of child Jobs that succeeded.
+	Succeeded int32 `json:"succeeded"`
+
+	// failed is the number of child Jobs that failed.
+	Failed int32 `json:"failed"`
+
+	// active is the number of child Jobs with at least one running or
+	// pending Pod.
+	Active int32 `json:"active"`
+
+	// suspended is the number of child Jobs that are suspended.
+	Suspended int32 `json:"suspended"`
+
+	// succeededReplicas lists the replica indexes of the child Jobs whose
+	// success is recorded. A recorded child Job is never created again, even
+	// if it is deleted.
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=1000
+	// +optional
+	SucceededReplicas []int32 `json:"succeededReplicas,omitempty"`
+
+	// failedReplicas lists the replica indexes of the child Jobs whose failure
+	// (or deletion before they finished) is recorded.
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=1000
+	// +optional
+	FailedReplicas []int32 `json:"failedReplicas,omitempty"`
+}
+
+func init() {
+	SchemeBuilder.Register(&TrainJob{}, &TrainJobList{})
+}
