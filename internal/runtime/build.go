@@ -1,0 +1,274 @@
+// Package runtime turns a TrainJob and the training runtime it references
+// into the objects that run it: one Indexed batch/v1 Job per replica of every
+// replicated Job of the runtime, and a headless Service that gives the Pods
+// stable DNS names.
+package runtime
+
+import (
+	"fmt"
+	"maps"
+	"strconv"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
+
+	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
+)
+
+// Runtime is the training runtime a TrainJob references, resolved.
+type Runtime struct {
+	// Kind is TrainingRuntime or ClusterTrainingRuntime.
+	Kind string
+	// Name of the runtime.
+	Name string
+	// Spec of the runtime.
+	Spec *trainer.TrainingRuntimeSpec
+}
+
+// Step is one replicated Job of the runtime as the TrainJob runs it.
+type Step struct {
+	// Name of the replicated Job.
+	Name string
+	// Replicas is the number of child Jobs of the step.
+	Replicas int32
+	// Trainer is true for the trainer step.
+	Trainer bool
+}
+
+// Plan is everything a TrainJob needs to run.
+type Plan struct {
+	// Steps lists the replicated Jobs, in the runtime's order.
+	Steps []Step
+	// Jobs are the child Jobs, step by step and replica by replica.
+	Jobs []*batchv1.Job
+	// Service is the headless Service named after the TrainJob.
+	Service *corev1.Service
+}
+
+// HasTrainer reports whether one of the steps is the trainer step.
+func (p *Plan) HasTrainer() bool {
+	for _, s := range p.Steps {
+		if s.Trainer {
+			return true
+		}
+	}
+	return false
+}
+
+// JobName is the name of the child Job for replica index of replicated Job
+// rjob of TrainJob trainJob.
+func JobName(trainJob, rjob string, index int32) string {
+	return fmt.Sprintf("%s-%s-%d", trainJob, rjob, index)
+}
+
+// Error is a TrainJob and runtime that cannot be turned into Jobs. It names
+// the fields at fault.
+type Error struct {
+	Errs field.ErrorList
+}
+
+func (e *Error) Error() string { return e.Errs.ToAggregate().Error() }
+
+const (
+	// DefaultNumNodes is the number of trainer nodes when neither the
+	// TrainJob nor the runtime sets one.
+	DefaultNumNodes int32 = 1
+
+	// maxDNSLabel is the longest name a child Job (its name is a label value)
+	// and a Pod hostname may have.
+	maxDNSLabel = 63
+
+	// lastAppliedAnnotation is not copied from the TrainJob to its Pods.
+	lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
+)
+
+// Build returns the children of trainJob on rt. It does not look at the
+// cluster: the same inputs always give the same Plan.
+func Build(trainJob *trainer.TrainJob, rt Runtime) (*Plan, error) {
+	var errs field.ErrorList
+	rtPath := field.NewPath("runtime").Key(rt.Kind + "/" + rt.Name).Child("spec")
+	rjobsPath := rtPath.Child("template", "spec", "replicatedJobs")
+	trainerPath := field.NewPath("spec", "trainer")
+
+	rjobs := rt.Spec.Template.Spec.ReplicatedJobs
+	trainerIdx, err := trainerStep(rjobs, rjobsPath)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if trainerIdx < 0 && trainJob.Spec.Trainer != nil {
+		errs = append(errs, field.Invalid(trainerPath, "{...}", fmt.Sprintf(
+			"runtime %s/%s has no trainer step (a replicated Job labelled %s=%s, or named %q) for the trainer overrides to apply to",
+			rt.Kind, rt.Name, trainer.AncestorStepLabel, trainer.TrainerStep, trainer.TrainerContainerName)))
+	}
+	if trainerIdx >= 0 && replicasOf(rjobs[trainerIdx]) != 1 {
+		errs = append(errs, field.Invalid(rjobsPath.Index(trainerIdx).Child("replicas"), rjobs[trainerIdx].Replicas,
+			"the trainer step must have exactly 1 replica: its nodes are the Pods of that Job (set numNodes instead)"))
+	}
+	numNodes := numNodes(trainJob, rt.Spec)
+	torch := rt.Spec.MLPolicy != nil && rt.Spec.MLPolicy.Torch != nil
+	if torch && trainerIdx < 0 {
+		errs = append(errs, field.Required(rjobsPath, fmt.Sprintf(
+			"the torch policy needs a trainer step: a replicated Job labelled %s=%s", trainer.AncestorStepLabel, trainer.TrainerStep)))
+	}
+	if len(errs) > 0 {
+		return nil, &Error{Errs: errs}
+	}
+
+	plan := &Plan{Service: Service(trainJob)}
+	for i := range rjobs {
+		rjob := &rjobs[i]
+		isTrainer := i == trainerIdx
+		plan.Steps = append(plan.Steps, Step{Name: rjob.Name, Replicas: replicasOf(*rjob), Trainer: isTrainer})
+		for r := range replicasOf(*rjob) {
+			job := baseJob(trainJob, rt.Spec, rjob, r)
+			completions := ptr.Deref(job.Spec.Completions, 1)
+			if isTrainer {
+				completions = numNodes
+				job.Spec.Completions = ptr.To(numNodes)
+				job.Spec.Parallelism = ptr.To(numNodes)
+			}
+			if longest := len(job.Name) + 1 + len(strconv.Itoa(int(completions-1))); longest > maxDNSLabel {
+				errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), trainJob.Name, fmt.Sprintf(
+					"too long for runtime %s/%s: Pod hostname %s-%d of replicated Job %q would be %d characters, over %d; use a name of at most %d characters",
+					rt.Kind, rt.Name, job.Name, completions-1, rjob.Name, longest, maxDNSLabel, maxDNSLabel-(longest-len(trainJob.Name)))))
+				continue
+			}
+			if isTrainer {
+				errs = append(errs, applyTrainer(trainJob, rt, job, numNodes, torch, rjobsPath.Index(i))...)
+			}
+			plan.Jobs = append(plan.Jobs, job)
+		}
+	}
+	if len(errs) > 0 {
+		return nil, &Error{Errs: errs}
+	}
+	return plan, nil
+}
+
+// trainerStep returns the index of the trainer step: the replicated Job
+// labelled as the trainer, or else the one named "node"; -1 if there is none.
+func trainerStep(rjobs []trainer.ReplicatedJob, path *field.Path) (int, *field.Error) {
+	found := -1
+	for i := range rjobs {
+		if rjobs[i].Template.Labels[trainer.AncestorStepLabel] != trainer.TrainerStep {
+			continue
+		}
+		if found >= 0 {
+			return -1, field.Invalid(path.Index(i).Child("template", "metadata", "labels"), trainer.TrainerStep,
+				fmt.Sprintf("only one replicated Job may be the trainer step; %q is one already", rjobs[found].Name))
+		}
+		found = i
+	}
+	if found >= 0 {
+		return found, nil
+	}
+	for i := range rjobs {
+		if rjobs[i].Name == trainer.TrainerContainerName {
+			return i, nil
+		}
+	}
+	return -1, nil
+}
+
+func replicasOf(rjob trainer.ReplicatedJob) int32 {
+	if rjob.Replicas < 1 {
+		return 1
+	}
+	return rjob.Replicas
+}
+
+func numNodes(trainJob *trainer.TrainJob, spec *trainer.TrainingRuntimeSpec) int32 {
+	if t := trainJob.Spec.Trainer; t != nil && t.NumNodes != nil {
+		return *t.NumNodes
+	}
+	if spec.MLPolicy != nil && spec.MLPolicy.NumNodes != nil {
+		return *spec.MLPolicy.NumNodes
+	}
+	return DefaultNumNodes
+}
+
+// baseJob is the child Job of replica r of rjob, before the trainer
+// overrides: the runtime's template with the TrainJob's metadata, ownership,
+// tracking finalizer, Indexed completion and DNS settings.
+func baseJob(trainJob *trainer.TrainJob, spec *trainer.TrainingRuntimeSpec, rjob *trainer.ReplicatedJob, r int32) *batchv1.Job {
+	tmpl := rjob.Template.DeepCopy()
+	ours := map[string]string{
+		trainer.TrainJobNameLabel:      trainJob.Name,
+		trainer.ReplicatedJobNameLabel: rjob.Name,
+		trainer.ReplicaIndexLabel:      strconv.Itoa(int(r)),
+	}
+
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            JobName(trainJob.Name, rjob.Name, r),
+			Namespace:       trainJob.Namespace,
+			Labels:          merge(spec.Template.Metadata.Labels, tmpl.Labels, trainJob.Spec.Labels, ours),
+			Annotations:     merge(spec.Template.Metadata.Annotations, tmpl.Annotations, trainJob.Spec.Annotations),
+			OwnerReferences: []metav1.OwnerReference{ownerRef(trainJob)},
+			Finalizers:      []string{trainer.JobTrackingFinalizer},
+		},
+		Spec: tmpl.Spec,
+	}
+	job.Spec.CompletionMode = ptr.To(batchv1.IndexedCompletion)
+	job.Spec.Suspend = ptr.To(ptr.Deref(trainJob.Spec.Suspend, false))
+
+	pod := &job.Spec.Template
+	pod.Labels = merge(pod.Labels, trainJob.Labels, ours, map[string]string{trainer.JobSetNameLabel: trainJob.Name})
+	pod.Annotations = merge(pod.Annotations, podAnnotations(trainJob.Annotations))
+	pod.Spec.Subdomain = trainJob.Name
+	if pod.Spec.RestartPolicy == "" {
+		// A Job's Pods must not restart Always; the runtimes Kubeflow ships
+		// leave it unset, and a failed rank is best reported, not restarted
+		// in place.
+		pod.Spec.RestartPolicy = corev1.RestartPolicyNever
+	}
+	return job
+}
+
+func podAnnotations(in map[string]string) map[string]string {
+	out := maps.Clone(in)
+	delete(out, lastAppliedAnnotation)
+	return out
+}
+
+// merge returns the union of the maps; later maps win. It returns nil when
+// all are empty.
+func merge(ms ...map[string]string) map[string]string {
+	var out map[string]string
+	for _, m := range ms {
+		if len(m) == 0 {
+			continue
+		}
+		if out == nil {
+			out = make(map[string]string, len(m))
+		}
+		maps.Copy(out, m)
+	}
+	return out
+}
+
+func ownerRef(trainJob *trainer.TrainJob) metav1.OwnerReference {
+	return *metav1.NewControllerRef(trainJob, trainer.GroupVersion.WithKind(trainer.TrainJobKind))
+}
+
+// Service is the headless Service named after the TrainJob: with the Pods'
+// hostname and subdomain it gives each Pod the DNS name
+// <hostname>.<trainjob>, so PET_MASTER_ADDR resolves as under Kubeflow.
+func Service(trainJob *trainer.TrainJob) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            trainJob.Name,
+			Namespace:       trainJob.Namespace,
+			Labels:          map[string]string{trainer.TrainJobNameLabel: trainJob.Name},
+			OwnerReferences: []metav1.OwnerReference{ownerRef(trainJob)},
+		},
+		Spec: corev1.ServiceSpec{
+			ClusterIP:                corev1.ClusterIPNone,
+			Selector:                 map[string]string{trainer.TrainJobNameLabel: trainJob.Name},
+			PublishNotReadyAddresses: true,
+		},
+	}
+}

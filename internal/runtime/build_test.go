@@ -1,0 +1,418 @@
+package runtime
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
+	utiltesting "github.com/trainjob-operator/trainjob-operator/internal/util/testing"
+)
+
+func clusterRuntime(spec *utiltesting.RuntimeSpecWrapper) Runtime {
+	return Runtime{Kind: trainer.ClusterTrainingRuntimeKind, Name: "torch-distributed", Spec: spec.Obj()}
+}
+
+func TestBuildTorchJob(t *testing.T) {
+	tj := utiltesting.MakeTrainJob("mnist", "team-a").UID("uid-1").NumNodes(3).
+		Command("torchrun", "train.py").
+		Label("team", "vision").
+		Annotation("pod-complete.stage.kwok.x-k8s.io/delay", "10s").
+		Annotation("kubectl.kubernetes.io/last-applied-configuration", "{}").
+		Obj()
+	rt := clusterRuntime(utiltesting.MakeRuntimeSpec().Torch().NumNodes(1))
+
+	plan, err := Build(tj, rt)
+	if err != nil {
+		t.Fatalf("Build: %v", err)
+	}
+
+	owner := metav1.OwnerReference{
+		APIVersion: "trainer.kubeflow.org/v1alpha1", Kind: "TrainJob", Name: "mnist", UID: "uid-1",
+		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
+	}
+	ours := map[string]string{
+		trainer.TrainJobNameLabel:      "mnist",
+		trainer.ReplicatedJobNameLabel: "node",
+		trainer.ReplicaIndexLabel:      "0",
+	}
+	wantJob := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      "mnist-node-0",
+			Namespace: "team-a",
+			Labels: map[string]string{
+				trainer.AncestorStepLabel:      trainer.TrainerStep,
+				trainer.TrainJobNameLabel:      "mnist",
+				trainer.ReplicatedJobNameLabel: "node",
+				trainer.ReplicaIndexLabel:      "0",
+			},
+			OwnerReferences: []metav1.OwnerReference{owner},
+			Finalizers:      []string{trainer.JobTrackingFinalizer},
+		},
+		Spec: batchv1.JobSpec{
+			Completions:    ptr.To[int32](3),
+			Parallelism:    ptr.To[int32](3),
+			CompletionMode: ptr.To(batchv1.IndexedCompletion),
+			Suspend:        ptr.To(false),
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{
+					Labels: map[string]string{
+						"team":                         "vision",
+						trainer.TrainJobNameLabel:      ours[trainer.TrainJobNameLabel],
+						trainer.ReplicatedJobNameLabel: ours[trainer.ReplicatedJobNameLabel],
+						trainer.ReplicaIndexLabel:      ours[trainer.ReplicaIndexLabel],
+						trainer.JobSetNameLabel:        "mnist",
+					},
+					Annotations: map[string]string{"pod-complete.stage.kwok.x-k8s.io/delay": "10s"},
+				},
+				Spec: corev1.PodSpec{
+					Subdomain:     "mnist",
+					RestartPolicy: corev1.RestartPolicyNever,
+					Containers: []corev1.Container{{
+						Name:    "node",
+						Image:   "registry.example/node:1",
+						Command: []string{"torchrun", "train.py"},
+						Ports:   []corev1.ContainerPort{{ContainerPort: 29400, Protocol: corev1.ProtocolTCP}},
+						Env: []corev1.EnvVar{
+							{Name: "PET_NNODES", Value: "3"},
+							{Name: "PET_NPROC_PER_NODE", Value: "auto"},
+							{Name: "PET_NODE_RANK", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{
+								FieldPath: "metadata.annotations['batch.kubernetes.io/job-completion-index']",
+							}}},
+							{Name: "PET_MASTER_ADDR", Value: "mnist-node-0-0.mnist"},
+							{Name: "PET_MASTER_PORT", Value: "29400"},
+						},
+					}},
+				},
+			},
+		},
+	}
+	if len(plan.Jobs) != 1 {
+		t.Fatalf("got %d Jobs, want 1", len(plan.Jobs))
+	}
+	if diff := cmp.Diff(wantJob, plan.Jobs[0]); diff != "" {
+		t.Errorf("Job (-want +got):\n%s", diff)
+	}
+
+	wantSvc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "mnist", Namespace: "team-a",
+			Labels:          map[string]string{trainer.TrainJobNameLabel: "mnist"},
+			OwnerReferences: []metav1.OwnerReference{owner},
+		},
+		Spec: corev1.ServiceSpec{
+			ClusterIP:                "None",
+			Selector:                 map[string]string{trainer.TrainJobNameLabel: "mnist"},
+			PublishNotReadyAddresses: true,
+		},
+	}
+	if diff := cmp.Diff(wantSvc, plan.Service); diff != "" {
+		t.Errorf("Service (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]Step{{Name: "node", Replicas: 1, Trainer: true}}, plan.Steps); diff != "" {
+		t.Errorf("Steps (-want +got):\n%s", diff)
+	}
+}
+
+func TestBuildShapes(t *testing.T) {
+	twoSteps := utiltesting.MakeRuntimeSpec().ReplicatedJobs(
+		utiltesting.MakeReplicatedJob("launcher").Completions(1).Obj(),
+		utiltesting.MakeReplicatedJob("node").Trainer().Obj(),
+		utiltesting.MakeReplicatedJob("ps").Replicas(2).Completions(2).Obj(),
+	)
+	cases := map[string]struct {
+		trainJob        *trainer.TrainJob
+		spec            *utiltesting.RuntimeSpecWrapper
+		wantNames       []string
+		wantCompletions []int32
+		wantSuspend     bool
+		wantSteps       []Step
+	}{
+		"numNodes from the TrainJob": {
+			trainJob:        utiltesting.MakeTrainJob("a", "ns").NumNodes(4).Obj(),
+			spec:            utiltesting.MakeRuntimeSpec().NumNodes(2),
+			wantNames:       []string{"a-node-0"},
+			wantCompletions: []int32{4},
+			wantSteps:       []Step{{Name: "node", Replicas: 1, Trainer: true}},
+		},
+		"numNodes from the runtime": {
+			trainJob:        utiltesting.MakeTrainJob("a", "ns").Obj(),
+			spec:            utiltesting.MakeRuntimeSpec().NumNodes(2),
+			wantNames:       []string{"a-node-0"},
+			wantCompletions: []int32{2},
+			wantSteps:       []Step{{Name: "node", Replicas: 1, Trainer: true}},
+		},
+		"numNodes defaults to 1": {
+			trainJob:        utiltesting.MakeTrainJob("a", "ns").Obj(),
+			spec:            utiltesting.MakeRuntimeSpec(),
+			wantNames:       []string{"a-node-0"},
+			wantCompletions: []int32{1},
+			wantSteps:       []Step{{Name: "node", Replicas: 1, Trainer: true}},
+		},
+		"several steps and replicas": {
+			trainJob:        utiltesting.MakeTrainJob("a", "ns").NumNodes(3).Obj(),
+			spec:            twoSteps,
+			wantNames:       []string{"a-launcher-0", "a-node-0", "a-ps-0", "a-ps-1"},
+			wantCompletions: []int32{1, 3, 2, 2},
+			wantSteps: []Step{
+				{Name: "launcher", Replicas: 1}, {Name: "node", Replicas: 1, Trainer: true}, {Name: "ps", Replicas: 2},
+			},
+		},
+		"created suspended": {
+			trainJob:        utiltesting.MakeTrainJob("a", "ns").Suspend(true).Obj(),
+			spec:            utiltesting.MakeRuntimeSpec(),
+			wantNames:       []string{"a-node-0"},
+			wantCompletions: []int32{1},
+			wantSuspend:     true,
+			wantSteps:       []Step{{Name: "node", Replicas: 1, Trainer: true}},
+		},
+		"trainer step found by name without the label": {
+			trainJob:        utiltesting.MakeTrainJob("a", "ns").NumNodes(2).Obj(),
+			spec:            utiltesting.MakeRuntimeSpec().ReplicatedJobs(utiltesting.MakeReplicatedJob("node").Obj()),
+			wantNames:       []string{"a-node-0"},
+			wantCompletions: []int32{2},
+			wantSteps:       []Step{{Name: "node", Replicas: 1, Trainer: true}},
+		},
+		"no trainer step": {
+			trainJob:        utiltesting.MakeTrainJob("a", "ns").Obj(),
+			spec:            utiltesting.MakeRuntimeSpec().ReplicatedJobs(utiltesting.MakeReplicatedJob("worker").Replicas(2).Obj()),
+			wantNames:       []string{"a-worker-0", "a-worker-1"},
+			wantCompletions: []int32{1, 1},
+			wantSteps:       []Step{{Name: "worker", Replicas: 2}},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			plan, err := Build(tc.trainJob, clusterRuntime(tc.spec))
+			if err != nil {
+				t.Fatalf("Build: %v", err)
+			}
+			var names []string
+			var completions []int32
+			for _, j := range plan.Jobs {
+				names = append(names, j.Name)
+				completions = append(completions, ptr.Deref(j.Spec.Completions, 1))
+				if got := ptr.Deref(j.Spec.Suspend, false); got != tc.wantSuspend {
+					t.Errorf("Job %s suspend = %v, want %v", j.Name, got, tc.wantSuspend)
+				}
+				if ptr.Deref(j.Spec.CompletionMode, "") != batchv1.IndexedCompletion {
+					t.Errorf("Job %s is not Indexed", j.Name)
+				}
+			}
+			if diff := cmp.Diff(tc.wantNames, names); diff != "" {
+				t.Errorf("Job names (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantCompletions, completions); diff != "" {
+				t.Errorf("completions (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantSteps, plan.Steps); diff != "" {
+				t.Errorf("Steps (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestBuildTrainerOverrides(t *testing.T) {
+	rjob := utiltesting.MakeReplicatedJob("node").Trainer().Containers(corev1.Container{
+		Name:    "node",
+		Image:   "runtime-image",
+		Command: []string{"python"},
+		Args:    []string{"default.py"},
+		Env:     []corev1.EnvVar{{Name: "A", Value: "runtime"}, {Name: "B", Value: "runtime"}},
+		Resources: corev1.ResourceRequirements{
+			Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")},
+		},
+	}, corev1.Container{Name: "sidecar", Image: "sidecar-image"}).Obj()
+	res := corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("2")}}
+	tj := utiltesting.MakeTrainJob("a", "ns").Image("user-image").Command("torchrun").Args("train.py", "--lr=0.1").
+		Env("B", "user").Env("C", "user").Resources(res).Obj()
+
+	plan, err := Build(tj, clusterRuntime(utiltesting.MakeRuntimeSpec().ReplicatedJobs(rjob)))
+	if err != nil {
+		t.Fatalf("Build: %v", err)
+	}
+	want := []corev1.Container{{
+		Name:      "node",
+		Image:     "user-image",
+		Command:   []string{"torchrun"},
+		Args:      []string{"train.py", "--lr=0.1"},
+		Env:       []corev1.EnvVar{{Name: "A", Value: "runtime"}, {Name: "B", Value: "user"}, {Name: "C", Value: "user"}},
+		Resources: res,
+	}, {Name: "sidecar", Image: "sidecar-image"}}
+	if diff := cmp.Diff(want, plan.Jobs[0].Spec.Template.Spec.Containers); diff != "" {
+		t.Errorf("containers (-want +got):\n%s", diff)
+	}
+	if rjob.Template.Spec.Template.Spec.Containers[0].Image != "runtime-image" {
+		t.Error("Build changed the runtime's template")
+	}
+}
+
+func TestBuildMetadata(t *testing.T) {
+	spec := utiltesting.MakeRuntimeSpec().TemplateLabel("from", "jobset-template").TemplateLabel("shared", "jobset-template")
+	spec.Template.Spec.ReplicatedJobs[0].Template.Labels["shared"] = "job-template"
+	spec.Template.Spec.ReplicatedJobs[0].Template.Spec.Template.Labels = map[string]string{"pod": "template", "team": "runtime"}
+	tj := utiltesting.MakeTrainJob("a", "ns").Label("team", "user").Obj()
+	tj.Spec.Labels = map[string]string{"extra": "spec-labels", trainer.TrainJobNameLabel: "spoofed"}
+	tj.Spec.Annotations = map[string]string{"note": "hello"}
+
+	plan, err := Build(tj, clusterRuntime(spec))
+	if err != nil {
+		t.Fatalf("Build: %v", err)
+	}
+	job := plan.Jobs[0]
+	wantJobLabels := map[string]string{
+		"from": "jobset-template", "shared": "job-template", "extra": "spec-labels",
+		trainer.AncestorStepLabel: trainer.TrainerStep,
+		trainer.TrainJobNameLabel: "a", trainer.ReplicatedJobNameLabel: "node", trainer.ReplicaIndexLabel: "0",
+	}
+	if diff := cmp.Diff(wantJobLabels, job.Labels); diff != "" {
+		t.Errorf("Job labels (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]string{"note": "hello"}, job.Annotations); diff != "" {
+		t.Errorf("Job annotations (-want +got):\n%s", diff)
+	}
+	wantPodLabels := map[string]string{
+		"pod": "template", "team": "user",
+		trainer.TrainJobNameLabel: "a", trainer.ReplicatedJobNameLabel: "node", trainer.ReplicaIndexLabel: "0",
+		trainer.JobSetNameLabel: "a",
+	}
+	if diff := cmp.Diff(wantPodLabels, job.Spec.Template.Labels); diff != "" {
+		t.Errorf("Pod labels (-want +got):\n%s", diff)
+	}
+}
+
+func TestNumProcPerNode(t *testing.T) {
+	gpus := corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("4"), corev1.ResourceCPU: resource.MustParse("16")}}
+	cpus := corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3500m")}}
+	smallCPU := corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")}}
+	cases := map[string]struct {
+		runtime   *intstr.IntOrString
+		trainJob  *intstr.IntOrString
+		resources corev1.ResourceRequirements
+		want      string
+	}{
+		"default auto without resources":        {want: "auto"},
+		"auto with GPUs is the GPU count":       {runtime: ptr.To(intstr.FromString("auto")), resources: gpus, want: "4"},
+		"auto with CPUs is the whole CPU count": {runtime: ptr.To(intstr.FromString("auto")), resources: cpus, want: "3"},
+		"cpu with less than one CPU is 1":       {runtime: ptr.To(intstr.FromString("cpu")), resources: smallCPU, want: "1"},
+		"cpu ignores GPUs":                      {runtime: ptr.To(intstr.FromString("cpu")), resources: gpus, want: "16"},
+		"gpu without GPUs is passed on":         {runtime: ptr.To(intstr.FromString("gpu")), resources: cpus, want: "gpu"},
+		"an integer from the runtime":           {runtime: ptr.To(intstr.FromInt32(8)), resources: gpus, want: "8"},
+		"the TrainJob wins over the runtime":    {runtime: ptr.To(intstr.FromInt32(8)), trainJob: ptr.To(intstr.FromInt32(2)), want: "2"},
+		"the TrainJob's word is resolved too":   {runtime: ptr.To(intstr.FromInt32(8)), trainJob: ptr.To(intstr.FromString("gpu")), resources: gpus, want: "4"},
+		"an integer written as a string":        {runtime: ptr.To(intstr.FromString("6")), want: "6"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			spec := utiltesting.MakeRuntimeSpec().Torch()
+			if tc.runtime != nil {
+				spec.NumProcPerNode(*tc.runtime)
+			}
+			w := utiltesting.MakeTrainJob("a", "ns").Resources(tc.resources)
+			if tc.trainJob != nil {
+				w.NumProcPerNode(*tc.trainJob)
+			}
+			plan, err := Build(w.Obj(), clusterRuntime(spec))
+			if err != nil {
+				t.Fatalf("Build: %v", err)
+			}
+			if got := envValue(plan.Jobs[0], EnvNumProcPerNode); got != tc.want {
+				t.Errorf("PET_NPROC_PER_NODE = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestBuildPlainRuntimeHasNoTorchEnv(t *testing.T) {
+	plan, err := Build(utiltesting.MakeTrainJob("a", "ns").NumNodes(2).Obj(), clusterRuntime(utiltesting.MakeRuntimeSpec()))
+	if err != nil {
+		t.Fatalf("Build: %v", err)
+	}
+	c := plan.Jobs[0].Spec.Template.Spec.Containers[0]
+	if len(c.Env) != 0 || len(c.Ports) != 0 {
+		t.Errorf("plain runtime got env %v and ports %v, want none", c.Env, c.Ports)
+	}
+}
+
+func TestBuildErrors(t *testing.T) {
+	longName := strings.Repeat("a", 56)
+	cases := map[string]struct {
+		trainJob *trainer.TrainJob
+		spec     *utiltesting.RuntimeSpecWrapper
+		wantErrs []string
+	}{
+		"trainer overrides without a trainer step": {
+			trainJob: utiltesting.MakeTrainJob("a", "ns").Image("x").Obj(),
+			spec:     utiltesting.MakeRuntimeSpec().ReplicatedJobs(utiltesting.MakeReplicatedJob("worker").Obj()),
+			wantErrs: []string{"spec.trainer", "has no trainer step"},
+		},
+		"torch without a trainer step": {
+			trainJob: utiltesting.MakeTrainJob("a", "ns").Obj(),
+			spec:     utiltesting.MakeRuntimeSpec().Torch().ReplicatedJobs(utiltesting.MakeReplicatedJob("worker").Obj()),
+			wantErrs: []string{"replicatedJobs", "torch policy needs a trainer step"},
+		},
+		"trainer step with several replicas": {
+			trainJob: utiltesting.MakeTrainJob("a", "ns").Obj(),
+			spec:     utiltesting.MakeRuntimeSpec().ReplicatedJobs(utiltesting.MakeReplicatedJob("node").Trainer().Replicas(2).Obj()),
+			wantErrs: []string{"replicatedJobs[0].replicas", "exactly 1 replica"},
+		},
+		"two trainer steps": {
+			trainJob: utiltesting.MakeTrainJob("a", "ns").Obj(),
+			spec: utiltesting.MakeRuntimeSpec().ReplicatedJobs(
+				utiltesting.MakeReplicatedJob("node").Trainer().Obj(),
+				utiltesting.MakeReplicatedJob("other").Trainer().Obj()),
+			wantErrs: []string{"replicatedJobs[1].template.metadata.labels", "only one replicated Job"},
+		},
+		"trainer step without a node container": {
+			trainJob: utiltesting.MakeTrainJob("a", "ns").Image("x").Obj(),
+			spec: utiltesting.MakeRuntimeSpec().ReplicatedJobs(
+				utiltesting.MakeReplicatedJob("node").Trainer().Containers(corev1.Container{Name: "main"}).Obj()),
+			wantErrs: []string{"containers", `container named "node"`},
+		},
+		"reserved env in the TrainJob": {
+			trainJob: utiltesting.MakeTrainJob("a", "ns").Env("OK", "1").Env("PET_NNODES", "9").Obj(),
+			spec:     utiltesting.MakeRuntimeSpec().Torch(),
+			wantErrs: []string{"spec.trainer.env[1].name", "PET_NNODES is set by the torch runtime"},
+		},
+		"reserved env in the runtime": {
+			trainJob: utiltesting.MakeTrainJob("a", "ns").Obj(),
+			spec: utiltesting.MakeRuntimeSpec().Torch().ReplicatedJobs(utiltesting.MakeReplicatedJob("node").Trainer().
+				Containers(corev1.Container{Name: "node", Env: []corev1.EnvVar{{Name: "PET_MASTER_PORT", Value: "1"}}}).Obj()),
+			wantErrs: []string{"containers[0].env[0].name", "must not set it"},
+		},
+		"name too long for the Pod hostnames": {
+			trainJob: utiltesting.MakeTrainJob(longName, "ns").NumNodes(10).Obj(),
+			spec:     utiltesting.MakeRuntimeSpec(),
+			wantErrs: []string{"metadata.name", "would be 65 characters", "at most 54 characters"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := Build(tc.trainJob, clusterRuntime(tc.spec))
+			if err == nil {
+				t.Fatal("Build succeeded, want an error")
+			}
+			for _, want := range tc.wantErrs {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not mention %q", err, want)
+				}
+			}
+		})
+	}
+}
+
+func envValue(job *batchv1.Job, name string) string {
+	for _, e := range job.Spec.Template.Spec.Containers[0].Env {
+		if e.Name == name {
+			return e.Value
+		}
+	}
+	return ""
+}

@@ -1,0 +1,180 @@
+package runtime
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
+)
+
+// The environment the torch policy gives the trainer container, read by
+// torchrun.
+const (
+	EnvNumNodes       = "PET_NNODES"
+	EnvNumProcPerNode = "PET_NPROC_PER_NODE"
+	EnvNodeRank       = "PET_NODE_RANK"
+	EnvMasterAddr     = "PET_MASTER_ADDR"
+	EnvMasterPort     = "PET_MASTER_PORT"
+
+	// TorchMasterPort is the rendezvous port of node 0, as in Kubeflow.
+	TorchMasterPort int32 = 29400
+
+	// completionIndexAnnotation holds a Pod's index in its Indexed Job.
+	completionIndexAnnotation = "batch.kubernetes.io/job-completion-index"
+)
+
+var torchEnvNames = []string{EnvNumNodes, EnvNumProcPerNode, EnvNodeRank, EnvMasterAddr, EnvMasterPort}
+
+// applyTrainer applies the TrainJob's trainer overrides and, for the torch
+// policy, the PET_* environment to the trainer container of job.
+func applyTrainer(trainJob *trainer.TrainJob, rt Runtime, job *batchv1.Job, numNodes int32, torch bool, rjobPath *field.Path) field.ErrorList {
+	t := trainJob.Spec.Trainer
+	containers := job.Spec.Template.Spec.Containers
+	ci := slices.IndexFunc(containers, func(c corev1.Container) bool { return c.Name == trainer.TrainerContainerName })
+	if ci < 0 {
+		if t == nil && !torch {
+			return nil
+		}
+		return field.ErrorList{field.Required(rjobPath.Child("template", "spec", "template", "spec", "containers"), fmt.Sprintf(
+			"the trainer step of runtime %s/%s needs a container named %q to receive the trainer settings", rt.Kind, rt.Name, trainer.TrainerContainerName))}
+	}
+	c := &containers[ci]
+	runtimeEnv := len(c.Env)
+	if t != nil {
+		if t.Image != nil {
+			c.Image = *t.Image
+		}
+		if t.Command != nil {
+			c.Command = slices.Clone(t.Command)
+		}
+		if t.Args != nil {
+			c.Args = slices.Clone(t.Args)
+		}
+		if t.ResourcesPerNode != nil {
+			c.Resources = *t.ResourcesPerNode.DeepCopy()
+		}
+		c.Env = mergeEnv(c.Env, t.Env)
+	}
+	if !torch {
+		return nil
+	}
+
+	var errs field.ErrorList
+	if t != nil {
+		for i, e := range t.Env {
+			if slices.Contains(torchEnvNames, e.Name) {
+				errs = append(errs, field.Forbidden(field.NewPath("spec", "trainer", "env").Index(i).Child("name"),
+					fmt.Sprintf("%s is set by the torch runtime %s/%s; it cannot be set by the TrainJob", e.Name, rt.Kind, rt.Name)))
+			}
+		}
+	}
+	for i, e := range c.Env[:min(runtimeEnv, len(c.Env))] {
+		if slices.Contains(torchEnvNames, e.Name) && !setByTrainJob(t, e.Name) {
+			errs = append(errs, field.Forbidden(rjobPath.Child("template", "spec", "template", "spec", "containers").Index(ci).Child("env").Index(i).Child("name"),
+				fmt.Sprintf("%s is set by the torch policy; runtime %s/%s must not set it", e.Name, rt.Kind, rt.Name)))
+		}
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+
+	master := fmt.Sprintf("%s-0.%s", job.Name, trainJob.Name)
+	c.Env = append(c.Env,
+		corev1.EnvVar{Name: EnvNumNodes, Value: strconv.Itoa(int(numNodes))},
+		corev1.EnvVar{Name: EnvNumProcPerNode, Value: numProcPerNode(trainJob, rt.Spec, &c.Resources)},
+		corev1.EnvVar{Name: EnvNodeRank, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{
+			FieldPath: fmt.Sprintf("metadata.annotations['%s']", completionIndexAnnotation),
+		}}},
+		corev1.EnvVar{Name: EnvMasterAddr, Value: master},
+		corev1.EnvVar{Name: EnvMasterPort, Value: strconv.Itoa(int(TorchMasterPort))},
+	)
+	if !slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.ContainerPort == TorchMasterPort }) {
+		c.Ports = append(c.Ports, corev1.ContainerPort{ContainerPort: TorchMasterPort, Protocol: corev1.ProtocolTCP})
+	}
+	return nil
+}
+
+func setByTrainJob(t *trainer.Trainer, name string) bool {
+	return t != nil && slices.ContainsFunc(t.Env, func(e corev1.EnvVar) bool { return e.Name == name })
+}
+
+// mergeEnv returns base with overrides applied: a variable of the same name
+// is replaced in place, new ones are appended in order.
+func mergeEnv(base, overrides []corev1.EnvVar) []corev1.EnvVar {
+	out := slices.Clone(base)
+	for _, o := range overrides {
+		if i := slices.IndexFunc(out, func(e corev1.EnvVar) bool { return e.Name == o.Name }); i >= 0 {
+			out[i] = *o.DeepCopy()
+		} else {
+			out = append(out, *o.DeepCopy())
+		}
+	}
+	return out
+}
+
+// numProcPerNode is the PET_NPROC_PER_NODE value: the TrainJob's
+// numProcPerNode, else the runtime's, else auto. auto and gpu become the
+// number of GPUs of the trainer container when it asks for any; auto and cpu
+// become its whole CPUs (at least 1) when it sets a CPU limit or request.
+// Otherwise the word is passed on for torchrun to resolve.
+func numProcPerNode(trainJob *trainer.TrainJob, spec *trainer.TrainingRuntimeSpec, res *corev1.ResourceRequirements) string {
+	v := intstr.FromString("auto")
+	if spec.MLPolicy != nil && spec.MLPolicy.Torch != nil && spec.MLPolicy.Torch.NumProcPerNode != nil {
+		v = *spec.MLPolicy.Torch.NumProcPerNode
+	}
+	if t := trainJob.Spec.Trainer; t != nil && t.NumProcPerNode != nil {
+		v = *t.NumProcPerNode
+	}
+	if v.Type == intstr.Int {
+		return strconv.Itoa(v.IntValue())
+	}
+	word := v.StrVal
+	if n, err := strconv.Atoi(word); err == nil {
+		return strconv.Itoa(n)
+	}
+	if word == "auto" || word == "gpu" {
+		if gpus := gpuCount(res); gpus > 0 {
+			return strconv.FormatInt(gpus, 10)
+		}
+	}
+	if word == "auto" || word == "cpu" {
+		if cpu, ok := quantity(res, corev1.ResourceCPU); ok {
+			return strconv.FormatInt(max(1, cpu.MilliValue()/1000), 10)
+		}
+	}
+	return word
+}
+
+// gpuCount is the number of GPUs (any extended resource named <vendor>/gpu)
+// of a container, from its limits, else its requests.
+func gpuCount(res *corev1.ResourceRequirements) int64 {
+	for _, list := range []corev1.ResourceList{res.Limits, res.Requests} {
+		var n int64
+		for name, q := range list {
+			if strings.HasSuffix(string(name), "/gpu") {
+				n += q.Value()
+			}
+		}
+		if n > 0 {
+			return n
+		}
+	}
+	return 0
+}
+
+// quantity is a container's limit of a resource, else its request.
+func quantity(res *corev1.ResourceRequirements, name corev1.ResourceName) (resource.Quantity, bool) {
+	if q, ok := res.Limits[name]; ok {
+		return q, true
+	}
+	q, ok := res.Requests[name]
+	return q, ok
+}
