@@ -1,0 +1,75 @@
+package trainjob
+
+import (
+	"slices"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
+)
+
+// conditionOrder is the order conditions are kept in. The State printer
+// column shows the first condition that is True, so the most telling state
+// comes first.
+var conditionOrder = []string{
+	trainer.TrainJobFailed,
+	trainer.TrainJobComplete,
+	trainer.TrainJobSuspended,
+	trainer.TrainJobCreated,
+}
+
+// setCondition sets a condition, keeping conditions in conditionOrder. The
+// transition time changes only when the status does. It reports whether
+// anything changed.
+func setCondition(conds *[]metav1.Condition, c metav1.Condition, now metav1.Time) bool {
+	if i := slices.IndexFunc(*conds, func(e metav1.Condition) bool { return e.Type == c.Type }); i >= 0 {
+		old := &(*conds)[i]
+		if old.Status == c.Status && old.Reason == c.Reason && old.Message == c.Message && old.ObservedGeneration == c.ObservedGeneration {
+			return false
+		}
+		if old.Status != c.Status {
+			old.LastTransitionTime = now
+		}
+		old.Status, old.Reason, old.Message, old.ObservedGeneration = c.Status, c.Reason, c.Message, c.ObservedGeneration
+	} else {
+		c.LastTransitionTime = now
+		*conds = append(*conds, c)
+	}
+	slices.SortStableFunc(*conds, func(a, b metav1.Condition) int {
+		return rank(a.Type) - rank(b.Type)
+	})
+	return true
+}
+
+func rank(t string) int {
+	if i := slices.Index(conditionOrder, t); i >= 0 {
+		return i
+	}
+	return len(conditionOrder)
+}
+
+// findCondition returns the condition of type t, or nil.
+func findCondition(conds []metav1.Condition, t string) *metav1.Condition {
+	for i := range conds {
+		if conds[i].Type == t {
+			return &conds[i]
+		}
+	}
+	return nil
+}
+
+func isTrue(conds []metav1.Condition, t string) bool {
+	c := findCondition(conds, t)
+	return c != nil && c.Status == metav1.ConditionTrue
+}
+
+// IsFinished reports whether the TrainJob is Complete or Failed, and when it
+// became so.
+func IsFinished(tj *trainer.TrainJob) (bool, metav1.Time) {
+	for _, t := range []string{trainer.TrainJobComplete, trainer.TrainJobFailed} {
+		if c := findCondition(tj.Status.Conditions, t); c != nil && c.Status == metav1.ConditionTrue {
+			return true, c.LastTransitionTime
+		}
+	}
+	return false, metav1.Time{}
+}

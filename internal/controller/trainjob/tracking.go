@@ -1,0 +1,261 @@
+package trainjob
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
+)
+
+// A child Job's tracking, one level above KEP-2307's Pod tracking:
+//
+//  1. Every child Job is created with the JobTrackingFinalizer.
+//  2. When a child finishes (or is deleted before it finished), its replica
+//     index is added to succeededReplicas or failedReplicas of the TrainJob's
+//     jobsStatus, and the TrainJob's status is written.
+//  3. Only once that write succeeded is the finalizer removed, so the child
+//     may go away without its outcome being lost.
+//  4. A recorded child is never created again.
+//
+// Once the TrainJob is finished or being deleted, or when the TrainJob is gone,
+// every child's finalizer is removed: no object stays stuck behind it.
+
+// child is a child Job with the replicated Job and replica it stands for.
+type child struct {
+	job     *batchv1.Job
+	step    string
+	replica int32
+}
+
+// outcome of a child Job.
+type outcome int
+
+const (
+	running outcome = iota
+	succeeded
+	failed
+)
+
+// jobOutcome reads a child Job's terminal condition.
+func jobOutcome(job *batchv1.Job) (outcome, *batchv1.JobCondition) {
+	for i := range job.Status.Conditions {
+		c := &job.Status.Conditions[i]
+		if c.Status != corev1.ConditionTrue {
+			continue
+		}
+		switch c.Type {
+		case batchv1.JobComplete:
+			return succeeded, c
+		case batchv1.JobFailed:
+			return failed, c
+		}
+	}
+	return running, nil
+}
+
+// childOf returns the replicated Job and replica of a child Job from its
+// labels, or false if they are missing or malformed.
+func childOf(job *batchv1.Job) (child, bool) {
+	step := job.Labels[trainer.ReplicatedJobNameLabel]
+	replica, err := strconv.ParseInt(job.Labels[trainer.ReplicaIndexLabel], 10, 32)
+	if step == "" || err != nil || replica < 0 {
+		return child{}, false
+	}
+	return child{job: job, step: step, replica: int32(replica)}, true
+}
+
+// jobStatusFor returns the jobsStatus entry of a replicated Job, adding an
+// empty one if there is none.
+func jobStatusFor(status *trainer.TrainJobStatus, step string) *trainer.JobStatus {
+	for i := range status.JobsStatus {
+		if status.JobsStatus[i].Name == step {
+			return &status.JobsStatus[i]
+		}
+	}
+	status.JobsStatus = append(status.JobsStatus, trainer.JobStatus{Name: step})
+	return &status.JobsStatus[len(status.JobsStatus)-1]
+}
+
+// recordedOutcome returns the outcome recorded for a replica, or running if
+// none is.
+func recordedOutcome(js *trainer.JobStatus, replica int32) outcome {
+	switch {
+	case slices.Contains(js.SucceededReplicas, replica):
+		return succeeded
+	case slices.Contains(js.FailedReplicas, replica):
+		return failed
+	}
+	return running
+}
+
+// isRecorded reports whether the outcome of a child is in the status.
+func isRecorded(status *trainer.TrainJobStatus, c child) bool {
+	for i := range status.JobsStatus {
+		if status.JobsStatus[i].Name == c.step {
+			return recordedOutcome(&status.JobsStatus[i], c.replica) != running
+		}
+	}
+	return false
+}
+
+// record adds an outcome to the ledger, keeping the lists sorted.
+func record(js *trainer.JobStatus, replica int32, o outcome) {
+	list := &js.SucceededReplicas
+	if o == failed {
+		list = &js.FailedReplicas
+	}
+	if i, found := slices.BinarySearch(*list, replica); !found {
+		*list = slices.Insert(*list, i, replica)
+	}
+}
+
+// failure is why a TrainJob fails.
+type failure struct {
+	reason  string
+	message string
+}
+
+// recordOutcomes adds to status the outcome of every child that finished, or
+// that is being deleted before it finished, and returns the first failure it
+// finds. Deletions are not counted once the TrainJob has finished: by then its
+// children are stopped on purpose.
+func recordOutcomes(status *trainer.TrainJobStatus, children []child, finished bool) *failure {
+	var first *failure
+	for _, c := range children {
+		js := jobStatusFor(status, c.step)
+		if recordedOutcome(js, c.replica) != running {
+			continue
+		}
+		o, cond := jobOutcome(c.job)
+		switch {
+		case o == succeeded:
+			record(js, c.replica, succeeded)
+		case o == failed:
+			record(js, c.replica, failed)
+			if first == nil {
+				first = &failure{reason: trainer.TrainJobJobFailedReason, message: fmt.Sprintf("Job %s failed: %s", c.job.Name, conditionText(cond))}
+			}
+		case c.job.DeletionTimestamp != nil && !finished:
+			record(js, c.replica, failed)
+			if first == nil {
+				first = &failure{reason: trainer.TrainJobJobDeletedReason, message: fmt.Sprintf("Job %s was deleted before it finished; it is not run again", c.job.Name)}
+			}
+		}
+	}
+	return first
+}
+
+func conditionText(c *batchv1.JobCondition) string {
+	switch {
+	case c.Reason != "" && c.Message != "":
+		return c.Reason + ": " + c.Message
+	case c.Reason != "":
+		return c.Reason
+	}
+	return c.Message
+}
+
+// releaseRecorded removes the tracking finalizer from the children whose
+// outcome is in status, or from all of them if all is set. status must be
+// what is stored in the API server.
+func (r *Reconciler) releaseRecorded(ctx context.Context, status *trainer.TrainJobStatus, children []child, all bool) error {
+	var jobs []*batchv1.Job
+	for _, c := range children {
+		if all || isRecorded(status, c) {
+			jobs = append(jobs, c.job)
+		}
+	}
+	return r.releaseFinalizers(ctx, jobs)
+}
+
+// releaseFinalizers removes the tracking finalizer from each Job that has it.
+func (r *Reconciler) releaseFinalizers(ctx context.Context, jobs []*batchv1.Job) error {
+	var errs []error
+	for _, job := range jobs {
+		if err := r.releaseFinalizer(ctx, job); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (r *Reconciler) releaseFinalizer(ctx context.Context, job *batchv1.Job) error {
+	if !slices.Contains(job.Finalizers, trainer.JobTrackingFinalizer) {
+		return nil
+	}
+	err := r.patchOutFinalizer(ctx, job)
+	if apierrors.IsInvalid(err) {
+		// The cached Job was behind (its finalizers changed): look at the
+		// Job as it is now and try once more.
+		var live batchv1.Job
+		if err = r.apiReader.Get(ctx, client.ObjectKeyFromObject(job), &live); err == nil {
+			if !slices.Contains(live.Finalizers, trainer.JobTrackingFinalizer) {
+				return nil
+			}
+			err = r.patchOutFinalizer(ctx, &live)
+		}
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("removing finalizer %s from Job %s: %w", trainer.JobTrackingFinalizer, klog.KObj(job), err)
+	}
+	ctrl.LoggerFrom(ctx).V(2).Info("Released child Job", "job", klog.KObj(job))
+	return nil
+}
+
+// patchOutFinalizer removes the tracking finalizer with a JSON patch that
+// tests the entry it removes: it removes our finalizer and nothing else,
+// whatever else changed on the Job. A failed test is an Invalid error.
+func (r *Reconciler) patchOutFinalizer(ctx context.Context, job *batchv1.Job) error {
+	path := fmt.Sprintf("/metadata/finalizers/%d", slices.Index(job.Finalizers, trainer.JobTrackingFinalizer))
+	patch, err := json.Marshal([]map[string]any{
+		{"op": "test", "path": path, "value": trainer.JobTrackingFinalizer},
+		{"op": "remove", "path": path},
+	})
+	if err != nil {
+		return err
+	}
+	return r.client.Patch(ctx, job, client.RawPatch(types.JSONPatchType, patch))
+}
+
+// releaseOrphans removes the tracking finalizer from child Jobs labelled for
+// TrainJob namespace/name whose owner no longer exists. The owner is read
+// from the API server, not the cache: a TrainJob deleted and created again
+// under the same name must keep the tracking of its own children.
+func (r *Reconciler) releaseOrphans(ctx context.Context, jobs []*batchv1.Job, namespace, name string) error {
+	if len(jobs) == 0 {
+		return nil
+	}
+	var live trainer.TrainJob
+	err := r.apiReader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &live)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("reading TrainJob %s/%s: %w", namespace, name, err)
+	}
+	var orphans []*batchv1.Job
+	for _, job := range jobs {
+		owner := ctrlOwnerUID(job)
+		if err != nil || owner != live.UID || live.DeletionTimestamp != nil {
+			orphans = append(orphans, job)
+		}
+	}
+	return r.releaseFinalizers(ctx, orphans)
+}
+
+func ctrlOwnerUID(job *batchv1.Job) types.UID {
+	if ref := metav1.GetControllerOf(job); ref != nil {
+		return ref.UID
+	}
+	return ""
+}

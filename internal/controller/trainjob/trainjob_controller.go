@@ -1,0 +1,295 @@
+// Package trainjob holds the TrainJob controller: it runs a TrainJob as
+// Indexed batch/v1 Jobs, tracks their outcomes, follows spec.suspend and
+// keeps the TrainJob's status.
+package trainjob
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
+)
+
+// ControllerName names the controller, its workqueue and its events.
+const ControllerName = "trainjob-controller"
+
+// conflictRetry is when a TrainJob whose status write conflicted is looked
+// at again, should no watch event bring it back sooner.
+const conflictRetry = time.Second
+
+// runtimeRefIndex indexes TrainJobs by the runtime they reference, as
+// "<kind>/<namespace>/<name>" (namespace empty for ClusterTrainingRuntimes).
+const runtimeRefIndex = "spec.runtimeRef"
+
+// Reconciler reconciles TrainJobs.
+type Reconciler struct {
+	client    client.Client
+	apiReader client.Reader
+	recorder  events.EventRecorder
+	clock     clock.PassiveClock
+	workers   int
+}
+
+var _ reconcile.Reconciler = (*Reconciler)(nil)
+
+// Option configures a Reconciler.
+type Option func(*Reconciler)
+
+// WithClock sets the clock the Reconciler reads the time from.
+func WithClock(c clock.PassiveClock) Option {
+	return func(r *Reconciler) { r.clock = c }
+}
+
+// WithWorkers sets how many TrainJobs are reconciled at once.
+func WithWorkers(n int) Option {
+	return func(r *Reconciler) { r.workers = n }
+}
+
+// NewReconciler returns a Reconciler. c reads from the cache and writes to
+// the API server; apiReader reads from the API server and is used before
+// decisions a stale cache could get wrong.
+func NewReconciler(c client.Client, apiReader client.Reader, recorder events.EventRecorder, opts ...Option) *Reconciler {
+	r := &Reconciler{client: c, apiReader: apiReader, recorder: recorder, clock: clock.RealClock{}, workers: 5}
+	for _, o := range opts {
+		o(r)
+	}
+	return r
+}
+
+// +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainjobs,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainjobs/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainjobs/finalizers,verbs=update
+// +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainingruntimes;clustertrainingruntimes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch;update
+
+// Reconcile brings one TrainJob's children and status in line with its spec.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var tj trainer.TrainJob
+	if err := r.client.Get(ctx, req.NamespacedName, &tj); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, err
+		}
+		// The TrainJob is gone: let its children go too.
+		return ctrl.Result{}, r.releaseLeftovers(ctx, req.NamespacedName)
+	}
+	log := ctrl.LoggerFrom(ctx)
+	if managedBy := ptr.Deref(tj.Spec.ManagedBy, trainer.DefaultManagedBy); managedBy != trainer.DefaultManagedBy {
+		log.V(3).Info("Skipping TrainJob managed by another controller", "managedBy", managedBy)
+		return ctrl.Result{}, nil
+	}
+
+	children, others, err := r.listChildren(ctx, &tj)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	// Jobs left by an earlier TrainJob of the same name.
+	if err := r.releaseOrphans(ctx, others, tj.Namespace, tj.Name); err != nil {
+		return ctrl.Result{}, err
+	}
+	// Being deleted: the children's outcomes no longer matter.
+	if tj.DeletionTimestamp != nil {
+		return ctrl.Result{}, r.releaseRecorded(ctx, &tj.Status, children, true)
+	}
+
+	now := metav1.NewTime(r.clock.Now())
+	next := tj.DeepCopy()
+	finished, _ := IsFinished(next)
+	var errs []error
+
+	// Record the outcome of every child that finished or went away.
+	fail := recordOutcomes(&next.Status, children, finished)
+	if !finished && fail == nil {
+		vanished, err := r.findVanished(ctx, next, children)
+		errs = append(errs, err)
+		fail = vanished
+	}
+	// Decide whether the TrainJob finished.
+	if !finished {
+		finished = r.decideFinished(next, fail, now)
+	}
+	if finished {
+		// Stop the children still running; retried until none is.
+		errs = append(errs, r.stopChildren(ctx, children))
+	} else {
+		// Create what is missing, then follow spec.suspend.
+		errs = append(errs, r.ensureChildren(ctx, next, children, now))
+		errs = append(errs, r.syncSuspend(ctx, next, children, now))
+	}
+	updateJobsStatus(&next.Status, children)
+
+	// Write the status once; the finalizers of recorded children are removed
+	// only after their outcome is stored.
+	stored := &tj
+	if !equality.Semantic.DeepEqual(tj.Status, next.Status) {
+		if err := r.client.Status().Update(ctx, next); err != nil {
+			if apierrors.IsConflict(err) {
+				// The cache was behind: the newer TrainJob is on its way
+				// through the watch. Decide again on it, quietly.
+				log.V(2).Info("TrainJob changed while it was reconciled; retrying", "error", err.Error())
+				return ctrl.Result{RequeueAfter: conflictRetry}, errors.Join(errs...)
+			}
+			return ctrl.Result{}, errors.Join(append(errs, fmt.Errorf("updating status of TrainJob %s: %w", klog.KObj(&tj), err))...)
+		}
+		stored = next
+		r.emitEvents(&tj, next)
+	}
+	storedFinished, _ := IsFinished(stored)
+	errs = append(errs, r.releaseRecorded(ctx, &stored.Status, children, storedFinished))
+	return ctrl.Result{}, errors.Join(errs...)
+}
+
+// decideFinished sets Failed or Complete when the TrainJob has finished, and
+// reports whether it has. fail is a failure found in this reconcile.
+func (r *Reconciler) decideFinished(tj *trainer.TrainJob, fail *failure, now metav1.Time) bool {
+	if fail == nil {
+		for _, js := range tj.Status.JobsStatus {
+			if len(js.FailedReplicas) > 0 {
+				fail = &failure{reason: trainer.TrainJobJobFailedReason, message: fmt.Sprintf("%d Job(s) of replicated Job %q failed", len(js.FailedReplicas), js.Name)}
+				break
+			}
+		}
+	}
+	if fail != nil {
+		setCondition(&tj.Status.Conditions, metav1.Condition{
+			Type: trainer.TrainJobFailed, Status: metav1.ConditionTrue, Reason: fail.reason, Message: fail.message,
+		}, now)
+		return true
+	}
+	if !shapePinned(&tj.Status) || !allSucceeded(&tj.Status) {
+		return false
+	}
+	setCondition(&tj.Status.Conditions, metav1.Condition{
+		Type: trainer.TrainJobComplete, Status: metav1.ConditionTrue, Reason: trainer.TrainJobJobsCompletedReason,
+		Message: "All trainer Jobs succeeded",
+	}, now)
+	tj.Status.CompletionTime = &now
+	return true
+}
+
+// allSucceeded reports whether every Job of the trainer step (of every step,
+// if there is no trainer step) succeeded.
+func allSucceeded(status *trainer.TrainJobStatus) bool {
+	hasTrainer := false
+	for _, js := range status.JobsStatus {
+		hasTrainer = hasTrainer || js.Trainer
+	}
+	for _, js := range status.JobsStatus {
+		if (js.Trainer || !hasTrainer) && int32(len(js.SucceededReplicas)) < js.Replicas {
+			return false
+		}
+	}
+	return true
+}
+
+// releaseLeftovers releases the children of a TrainJob that no longer exists.
+func (r *Reconciler) releaseLeftovers(ctx context.Context, key types.NamespacedName) error {
+	var jobs batchv1.JobList
+	if err := r.client.List(ctx, &jobs, client.InNamespace(key.Namespace), client.MatchingLabels{trainer.TrainJobNameLabel: key.Name}); err != nil {
+		return fmt.Errorf("listing Jobs of TrainJob %s: %w", key, err)
+	}
+	var held []*batchv1.Job
+	for i := range jobs.Items {
+		held = append(held, &jobs.Items[i])
+	}
+	return r.releaseOrphans(ctx, held, key.Namespace, key.Name)
+}
+
+// emitEvents records an event for each condition that changed between the
+// stored status and the new one, in the order they happen in a TrainJob's
+// life. It runs after the status write succeeded.
+func (r *Reconciler) emitEvents(old, cur *trainer.TrainJob) {
+	for _, t := range slices.Backward(conditionOrder) {
+		n := findCondition(cur.Status.Conditions, t)
+		if n == nil {
+			continue
+		}
+		if o := findCondition(old.Status.Conditions, t); o != nil && o.Status == n.Status && o.Reason == n.Reason {
+			continue
+		}
+		eventType, reason, action := corev1.EventTypeNormal, n.Reason, ""
+		switch {
+		case t == trainer.TrainJobCreated && n.Status == metav1.ConditionTrue:
+			reason, action = "Created", "CreateJobs"
+		case t == trainer.TrainJobCreated:
+			eventType, action = corev1.EventTypeWarning, "ResolveRuntime"
+		case t == trainer.TrainJobSuspended && n.Status == metav1.ConditionTrue:
+			reason, action = "Suspended", "Suspend"
+		case t == trainer.TrainJobSuspended:
+			reason, action = "Resumed", "Resume"
+		case t == trainer.TrainJobComplete && n.Status == metav1.ConditionTrue:
+			reason, action = "Completed", "Complete"
+		case t == trainer.TrainJobFailed && n.Status == metav1.ConditionTrue:
+			eventType, action = corev1.EventTypeWarning, "Fail"
+		default:
+			continue
+		}
+		r.recorder.Eventf(cur, nil, eventType, reason, action, "%s", n.Message)
+	}
+}
+
+// SetupWithManager registers the controller with mgr.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &trainer.TrainJob{}, runtimeRefIndex, func(o client.Object) []string {
+		tj := o.(*trainer.TrainJob)
+		return []string{runtimeKey(runtimeKind(tj), tj.Namespace, tj.Spec.RuntimeRef.Name)}
+	}); err != nil {
+		return fmt.Errorf("indexing TrainJobs by runtime: %w", err)
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(ControllerName).
+		For(&trainer.TrainJob{}).
+		Owns(&batchv1.Job{}).
+		Owns(&corev1.Service{}).
+		Watches(&trainer.ClusterTrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(r.waitingOn(trainer.ClusterTrainingRuntimeKind))).
+		Watches(&trainer.TrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(r.waitingOn(trainer.TrainingRuntimeKind))).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.workers}).
+		Complete(r)
+}
+
+func runtimeKey(kind, namespace, name string) string {
+	if kind == trainer.ClusterTrainingRuntimeKind {
+		namespace = ""
+	}
+	return kind + "/" + namespace + "/" + name
+}
+
+// waitingOn maps a runtime to the TrainJobs that reference it and whose Jobs
+// are not created yet, so they start as soon as their runtime appears or is
+// fixed.
+func (r *Reconciler) waitingOn(kind string) handler.MapFunc {
+	return func(ctx context.Context, o client.Object) []reconcile.Request {
+		var list trainer.TrainJobList
+		if err := r.client.List(ctx, &list, client.MatchingFields{runtimeRefIndex: runtimeKey(kind, o.GetNamespace(), o.GetName())}); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "Listing TrainJobs of runtime", "kind", kind, "runtime", klog.KObj(o))
+			return nil
+		}
+		var reqs []reconcile.Request
+		for i := range list.Items {
+			if !isTrue(list.Items[i].Status.Conditions, trainer.TrainJobCreated) {
+				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+			}
+		}
+		return reqs
+	}
+}

@@ -1,0 +1,534 @@
+package trainjob
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/events"
+	testingclock "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
+	trainruntime "github.com/trainjob-operator/trainjob-operator/internal/runtime"
+	utiltesting "github.com/trainjob-operator/trainjob-operator/internal/util/testing"
+)
+
+var (
+	now     = time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	earlier = now.Add(-time.Hour)
+	testNS  = "ns"
+)
+
+func testScheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(trainer.AddToScheme(s))
+	return s
+}
+
+type fixture struct {
+	r        *Reconciler
+	client   client.Client
+	recorder *events.FakeRecorder
+}
+
+func newFixture(t *testing.T, funcs *interceptor.Funcs, objs ...client.Object) *fixture {
+	t.Helper()
+	b := fake.NewClientBuilder().WithScheme(testScheme()).WithObjects(objs...).
+		WithStatusSubresource(&trainer.TrainJob{}, &batchv1.Job{})
+	if funcs != nil {
+		b = b.WithInterceptorFuncs(*funcs)
+	}
+	cl := b.Build()
+	rec := events.NewFakeRecorder(100)
+	return &fixture{
+		r:        NewReconciler(cl, cl, rec, WithClock(testingclock.NewFakeClock(now))),
+		client:   cl,
+		recorder: rec,
+	}
+}
+
+func (f *fixture) reconcile(t *testing.T, name string) error {
+	t.Helper()
+	_, err := f.r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: testNS, Name: name}})
+	return err
+}
+
+func (f *fixture) trainJob(t *testing.T, name string) *trainer.TrainJob {
+	t.Helper()
+	var tj trainer.TrainJob
+	if err := f.client.Get(context.Background(), client.ObjectKey{Namespace: testNS, Name: name}, &tj); err != nil {
+		t.Fatalf("getting TrainJob: %v", err)
+	}
+	return &tj
+}
+
+func (f *fixture) jobs(t *testing.T) []batchv1.Job {
+	t.Helper()
+	var list batchv1.JobList
+	if err := f.client.List(context.Background(), &list, client.InNamespace(testNS)); err != nil {
+		t.Fatalf("listing Jobs: %v", err)
+	}
+	return list.Items
+}
+
+func (f *fixture) events() []string {
+	var out []string
+	for {
+		select {
+		case e := <-f.recorder.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+// jobState is what the tests check of a child Job.
+type jobState struct {
+	Name       string
+	Suspend    bool
+	Finalizers []string
+}
+
+func jobStates(jobs []batchv1.Job) []jobState {
+	var out []jobState
+	for _, j := range jobs {
+		out = append(out, jobState{Name: j.Name, Suspend: ptr.Deref(j.Spec.Suspend, false), Finalizers: j.Finalizers})
+	}
+	slices.SortFunc(out, func(a, b jobState) int { return cmpString(a.Name, b.Name) })
+	return out
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+var tracked = []string{trainer.JobTrackingFinalizer}
+
+func cond(t, status, reason, message string, at time.Time) metav1.Condition {
+	return metav1.Condition{Type: t, Status: metav1.ConditionStatus(status), Reason: reason, Message: message, LastTransitionTime: metav1.NewTime(at)}
+}
+
+var (
+	createdCond = func(n int, at time.Time) metav1.Condition {
+		return cond(trainer.TrainJobCreated, "True", trainer.TrainJobJobsCreatedReason,
+			"Created "+strconv.Itoa(n)+" Jobs from ClusterTrainingRuntime torch-distributed", at)
+	}
+	nodeStep = trainer.JobStatus{Name: "node", Replicas: 1, Trainer: true}
+)
+
+
+// childJob returns the child Job the controller creates for the TrainJob.
+func childJob(t *testing.T, tj *trainer.TrainJob, spec *utiltesting.RuntimeSpecWrapper, index int) *batchv1.Job {
+	t.Helper()
+	plan, err := trainruntime.Build(tj, trainruntime.Runtime{Kind: trainer.ClusterTrainingRuntimeKind, Name: "torch-distributed", Spec: spec.Obj()})
+	if err != nil {
+		t.Fatalf("building children: %v", err)
+	}
+	return plan.Jobs[index]
+}
+
+func TestReconcile(t *testing.T) {
+	spec := utiltesting.MakeRuntimeSpec().Torch()
+	twoWorkers := utiltesting.MakeRuntimeSpec().ReplicatedJobs(utiltesting.MakeReplicatedJob("worker").Replicas(2).Obj())
+	base := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1")
+	running := base.Clone().StartTime(earlier).
+		Condition(createdCond(1, earlier)).JobsStatus(nodeStep)
+	runningTJ := running.Obj()
+	child := childJob(t, runningTJ, spec, 0)
+	workers := base.Clone().RuntimeRef(trainer.ClusterTrainingRuntimeKind, "torch-distributed").StartTime(earlier).
+		Condition(createdCond(2, earlier)).JobsStatus(trainer.JobStatus{Name: "worker", Replicas: 2})
+	worker0 := childJob(t, workers.Obj(), twoWorkers, 0)
+	worker1 := childJob(t, workers.Obj(), twoWorkers, 1)
+
+	cases := map[string]struct {
+		trainJob   *trainer.TrainJob
+		runtime    *utiltesting.RuntimeSpecWrapper
+		jobs       []*batchv1.Job
+		wantStatus trainer.TrainJobStatus
+		wantJobs   []jobState
+		wantEvents []string
+	}{
+		"creates the Jobs and starts": {
+			trainJob: base.Clone().Obj(),
+			runtime:  spec,
+			wantStatus: trainer.TrainJobStatus{
+				Conditions: []metav1.Condition{createdCond(1, now)},
+				JobsStatus: []trainer.JobStatus{nodeStep},
+				StartTime:  ptr.To(metav1.NewTime(now)),
+			},
+			wantJobs:   []jobState{{Name: "tj-node-0", Finalizers: tracked}},
+			wantEvents: []string{"Normal Created Created 1 Jobs from ClusterTrainingRuntime torch-distributed"},
+		},
+		"waits for a missing runtime": {
+			trainJob: base.Clone().Obj(),
+			wantStatus: trainer.TrainJobStatus{
+				Conditions: []metav1.Condition{cond(trainer.TrainJobCreated, "False", trainer.TrainJobRuntimeNotFoundReason,
+					`ClusterTrainingRuntime "torch-distributed" not found (spec.runtimeRef); the TrainJob starts once it exists`, now)},
+			},
+			wantEvents: []string{`Warning RuntimeNotFound ClusterTrainingRuntime "torch-distributed" not found (spec.runtimeRef); the TrainJob starts once it exists`},
+		},
+		"reports a runtime it cannot run": {
+			trainJob: base.Clone().Image("x").Obj(),
+			runtime:  utiltesting.MakeRuntimeSpec().ReplicatedJobs(utiltesting.MakeReplicatedJob("worker").Obj()),
+			wantStatus: trainer.TrainJobStatus{
+				Conditions: []metav1.Condition{cond(trainer.TrainJobCreated, "False", trainer.TrainJobInvalidRuntimeReason,
+					`spec.trainer: Invalid value: "{...}": runtime ClusterTrainingRuntime/torch-distributed has no trainer step (a replicated Job labelled trainer.kubeflow.org/trainjob-ancestor-step=trainer, or named "node") for the trainer overrides to apply to`, now)},
+			},
+			wantEvents: []string{`Warning InvalidRuntime spec.trainer: Invalid value: "{...}": runtime ClusterTrainingRuntime/torch-distributed has no trainer step (a replicated Job labelled trainer.kubeflow.org/trainjob-ancestor-step=trainer, or named "node") for the trainer overrides to apply to`},
+		},
+		"created suspended: suspended Jobs, no start time": {
+			trainJob: base.Clone().Suspend(true).Obj(),
+			runtime:  spec,
+			// Jobs created suspended never have a Pod: Suspended at once, as
+			// for a Job created suspended (KEP-2322).
+			wantStatus: trainer.TrainJobStatus{
+				Conditions: []metav1.Condition{
+					cond(trainer.TrainJobSuspended, "True", trainer.TrainJobSuspendedReason, "The TrainJob is suspended and no Pod of its Jobs is left", now),
+					createdCond(1, now),
+				},
+				JobsStatus: []trainer.JobStatus{nodeStep},
+			},
+			wantJobs: []jobState{{Name: "tj-node-0", Suspend: true, Finalizers: tracked}},
+			wantEvents: []string{
+				"Normal Created Created 1 Jobs from ClusterTrainingRuntime torch-distributed",
+				"Normal Suspended The TrainJob is suspended and no Pod of its Jobs is left",
+			},
+		},
+		"suspended once no Pod is left": {
+			trainJob: base.Clone().Suspend(true).Condition(createdCond(1, earlier)).JobsStatus(nodeStep).Obj(),
+			jobs:     []*batchv1.Job{utiltesting.WrapJob(childJob(t, base.Clone().Suspend(true).Obj(), spec, 0)).SuspendedByController(earlier).Obj()},
+			wantStatus: trainer.TrainJobStatus{
+				Conditions: []metav1.Condition{
+					cond(trainer.TrainJobSuspended, "True", trainer.TrainJobSuspendedReason, "The TrainJob is suspended and no Pod of its Jobs is left", now),
+					createdCond(1, earlier),
+				},
+				JobsStatus: []trainer.JobStatus{{Name: "node", Replicas: 1, Trainer: true, Suspended: 1}},
+			},
+			wantJobs:   []jobState{{Name: "tj-node-0", Suspend: true, Finalizers: tracked}},
+			wantEvents: []string{"Normal Suspended The TrainJob is suspended and no Pod of its Jobs is left"},
+		},
+		"suspend mid-run: Jobs suspended, not Suspended while Pods run": {
+			trainJob: running.Clone().Suspend(true).Obj(),
+			jobs:     []*batchv1.Job{utiltesting.WrapJob(child).Active(1).Obj()},
+			wantStatus: trainer.TrainJobStatus{
+				Conditions: []metav1.Condition{createdCond(1, earlier)},
+				JobsStatus: []trainer.JobStatus{{Name: "node", Replicas: 1, Trainer: true, Active: 1, Ready: 1, Suspended: 1}},
+				StartTime:  ptr.To(metav1.NewTime(earlier)),
+			},
+			wantJobs: []jobState{{Name: "tj-node-0", Suspend: true, Finalizers: tracked}},
+		},
+		"resume: Jobs resumed, start time reset": {
+			trainJob: running.Clone().Condition(cond(trainer.TrainJobSuspended, "True", trainer.TrainJobSuspendedReason, "suspended", earlier)).Obj(),
+			jobs:     []*batchv1.Job{utiltesting.WrapJob(child).SuspendedByController(earlier).Obj()},
+			wantStatus: trainer.TrainJobStatus{
+				Conditions: []metav1.Condition{
+					cond(trainer.TrainJobSuspended, "False", trainer.TrainJobResumedReason, "The TrainJob was resumed", now),
+					createdCond(1, earlier),
+				},
+				JobsStatus: []trainer.JobStatus{{Name: "node", Replicas: 1, Trainer: true}},
+				StartTime:  ptr.To(metav1.NewTime(now)),
+			},
+			wantJobs:   []jobState{{Name: "tj-node-0", Finalizers: tracked}},
+			wantEvents: []string{"Normal Resumed The TrainJob was resumed"},
+		},
+		"first resume of a TrainJob created suspended sets the start time": {
+			trainJob: base.Clone().Condition(createdCond(1, earlier)).JobsStatus(nodeStep).Obj(),
+			jobs:     []*batchv1.Job{utiltesting.WrapJob(child).SuspendedByController(earlier).Obj()},
+			wantStatus: trainer.TrainJobStatus{
+				Conditions: []metav1.Condition{
+					cond(trainer.TrainJobSuspended, "False", trainer.TrainJobResumedReason, "The TrainJob was resumed", now),
+					createdCond(1, earlier),
+				},
+				JobsStatus: []trainer.JobStatus{{Name: "node", Replicas: 1, Trainer: true}},
+				StartTime:  ptr.To(metav1.NewTime(now)),
+			},
+			wantJobs:   []jobState{{Name: "tj-node-0", Finalizers: tracked}},
+			wantEvents: []string{"Normal Resumed The TrainJob was resumed"},
+		},
+		"all trainer Jobs succeeded: Complete, Jobs released": {
+			trainJob: runningTJ,
+			jobs:     []*batchv1.Job{utiltesting.WrapJob(child).Succeeded(now).Obj()},
+			wantStatus: trainer.TrainJobStatus{
+				Conditions: []metav1.Condition{
+					cond(trainer.TrainJobComplete, "True", trainer.TrainJobJobsCompletedReason, "All trainer Jobs succeeded", now),
+					createdCond(1, earlier),
+				},
+				JobsStatus:     []trainer.JobStatus{{Name: "node", Replicas: 1, Trainer: true, Succeeded: 1, SucceededReplicas: []int32{0}}},
+				StartTime:      ptr.To(metav1.NewTime(earlier)),
+				CompletionTime: ptr.To(metav1.NewTime(now)),
+			},
+			wantJobs:   []jobState{{Name: "tj-node-0"}},
+			wantEvents: []string{"Normal Completed All trainer Jobs succeeded"},
+		},
+		"a Job failed: Failed, the others stopped, all released": {
+			trainJob: workers.Clone().Obj(),
+			jobs: []*batchv1.Job{
+				utiltesting.WrapJob(worker0).Failed("BackoffLimitExceeded", now).Obj(),
+				utiltesting.WrapJob(worker1).Active(1).Obj(),
+			},
+			wantStatus: trainer.TrainJobStatus{
+				Conditions: []metav1.Condition{
+					cond(trainer.TrainJobFailed, "True", trainer.TrainJobJobFailedReason,
+						"Job tj-worker-0 failed: BackoffLimitExceeded: Job has reached the specified backoff limit", now),
+					createdCond(2, earlier),
+				},
+				JobsStatus: []trainer.JobStatus{{Name: "worker", Replicas: 2, Failed: 1, FailedReplicas: []int32{0}, Active: 1, Ready: 1, Suspended: 1}},
+				StartTime:  ptr.To(metav1.NewTime(earlier)),
+			},
+			wantJobs: []jobState{{Name: "tj-worker-0"}, {Name: "tj-worker-1", Suspend: true}},
+			wantEvents: []string{
+				"Warning JobFailed Job tj-worker-0 failed: BackoffLimitExceeded: Job has reached the specified backoff limit",
+			},
+		},
+		"a Job deleted before it finished fails the TrainJob": {
+			trainJob: workers.Clone().Obj(),
+			jobs: []*batchv1.Job{
+				deleting(utiltesting.WrapJob(worker0).Active(1).Obj()),
+				utiltesting.WrapJob(worker1).Active(1).Obj(),
+			},
+			wantStatus: trainer.TrainJobStatus{
+				Conditions: []metav1.Condition{
+					cond(trainer.TrainJobFailed, "True", trainer.TrainJobJobDeletedReason,
+						"Job tj-worker-0 was deleted before it finished; it is not run again", now),
+					createdCond(2, earlier),
+				},
+				JobsStatus: []trainer.JobStatus{{Name: "worker", Replicas: 2, Failed: 1, FailedReplicas: []int32{0}, Active: 1, Ready: 1, Suspended: 1}},
+				StartTime:  ptr.To(metav1.NewTime(earlier)),
+			},
+			// tj-worker-0 is gone once its finalizer is removed.
+			wantJobs:   []jobState{{Name: "tj-worker-1", Suspend: true}},
+			wantEvents: []string{"Warning JobDeleted Job tj-worker-0 was deleted before it finished; it is not run again"},
+		},
+		"a succeeded Job is recorded and released, and never created again": {
+			trainJob: workers.Clone().Obj(),
+			jobs: []*batchv1.Job{
+				utiltesting.WrapJob(worker0).Succeeded(now).Obj(),
+				utiltesting.WrapJob(worker1).Active(1).Obj(),
+			},
+			runtime: twoWorkers,
+			wantStatus: trainer.TrainJobStatus{
+				Conditions: []metav1.Condition{createdCond(2, earlier)},
+				JobsStatus: []trainer.JobStatus{{Name: "worker", Replicas: 2, Succeeded: 1, SucceededReplicas: []int32{0}, Active: 1, Ready: 1}},
+				StartTime:  ptr.To(metav1.NewTime(earlier)),
+			},
+			wantJobs: []jobState{{Name: "tj-worker-0"}, {Name: "tj-worker-1", Finalizers: tracked}},
+		},
+		"a recorded Job that is gone is not re-created": {
+			trainJob: workers.Clone().JobsStatus(trainer.JobStatus{Name: "worker", Replicas: 2, Succeeded: 1, SucceededReplicas: []int32{0}, Active: 1, Ready: 1}).Obj(),
+			jobs:     []*batchv1.Job{utiltesting.WrapJob(worker1).Active(1).Obj()},
+			runtime:  twoWorkers,
+			wantStatus: trainer.TrainJobStatus{
+				Conditions: []metav1.Condition{createdCond(2, earlier)},
+				JobsStatus: []trainer.JobStatus{{Name: "worker", Replicas: 2, Succeeded: 1, SucceededReplicas: []int32{0}, Active: 1, Ready: 1}},
+				StartTime:  ptr.To(metav1.NewTime(earlier)),
+			},
+			wantJobs: []jobState{{Name: "tj-worker-1", Finalizers: tracked}},
+		},
+		"a Job gone without its outcome recorded fails the TrainJob": {
+			trainJob: workers.Clone().Obj(),
+			jobs:     []*batchv1.Job{utiltesting.WrapJob(worker1).Active(1).Obj()},
+			runtime:  twoWorkers,
+			wantStatus: trainer.TrainJobStatus{
+				Conditions: []metav1.Condition{
+					cond(trainer.TrainJobFailed, "True", trainer.TrainJobJobDeletedReason,
+						"Job tj-worker-0 disappeared before its outcome was recorded (its trainer.kubeflow.org/job-tracking finalizer was removed by someone else); it is not run again", now),
+					createdCond(2, earlier),
+				},
+				JobsStatus: []trainer.JobStatus{{Name: "worker", Replicas: 2, Failed: 1, FailedReplicas: []int32{0}, Active: 1, Ready: 1, Suspended: 1}},
+				StartTime:  ptr.To(metav1.NewTime(earlier)),
+			},
+			wantJobs:   []jobState{{Name: "tj-worker-1", Suspend: true}},
+			wantEvents: []string{"Warning JobDeleted Job tj-worker-0 disappeared before its outcome was recorded (its trainer.kubeflow.org/job-tracking finalizer was removed by someone else); it is not run again"},
+		},
+		"a finished TrainJob never goes back": {
+			trainJob: running.Clone().Condition(cond(trainer.TrainJobComplete, "True", trainer.TrainJobJobsCompletedReason, "done", earlier)).
+				JobsStatus(trainer.JobStatus{Name: "node", Replicas: 1, Trainer: true, Succeeded: 1, SucceededReplicas: []int32{0}}).Obj(),
+			jobs: []*batchv1.Job{utiltesting.WrapJob(child).Failed("BackoffLimitExceeded", now).Obj()},
+			wantStatus: trainer.TrainJobStatus{
+				Conditions: []metav1.Condition{
+					createdCond(1, earlier),
+					cond(trainer.TrainJobComplete, "True", trainer.TrainJobJobsCompletedReason, "done", earlier),
+				},
+				JobsStatus: []trainer.JobStatus{{Name: "node", Replicas: 1, Trainer: true, Succeeded: 1, SucceededReplicas: []int32{0}}},
+				StartTime:  ptr.To(metav1.NewTime(earlier)),
+			},
+			wantJobs: []jobState{{Name: "tj-node-0"}},
+		},
+		"a TrainJob managed by another controller is left alone": {
+			trainJob:   base.Clone().ManagedBy("kueue.x-k8s.io/multikueue").Obj(),
+			runtime:    spec,
+			wantStatus: trainer.TrainJobStatus{},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			objs := []client.Object{tc.trainJob.DeepCopy()}
+			if tc.runtime != nil {
+				objs = append(objs, tc.runtime.ClusterRuntime("torch-distributed"))
+			}
+			for _, j := range tc.jobs {
+				objs = append(objs, j.DeepCopy())
+			}
+			f := newFixture(t, nil, objs...)
+			if err := f.reconcile(t, tc.trainJob.Name); err != nil {
+				t.Fatalf("Reconcile: %v", err)
+			}
+			got := f.trainJob(t, tc.trainJob.Name)
+			if diff := cmp.Diff(tc.wantStatus, got.Status, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("status (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantJobs, jobStates(f.jobs(t)), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("Jobs (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantEvents, f.events(), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("events (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func deleting(job *batchv1.Job) *batchv1.Job {
+	job.DeletionTimestamp = ptr.To(metav1.NewTime(now))
+	return job
+}
+
+// The outcome of a finished child must be stored before its finalizer goes:
+// when the status write fails, the finalizer stays.
+func TestFinalizerKeptWhenStatusWriteFails(t *testing.T) {
+	spec := utiltesting.MakeRuntimeSpec()
+	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").StartTime(earlier).
+		Condition(createdCond(1, earlier)).JobsStatus(nodeStep).Obj()
+	job := utiltesting.WrapJob(childJob(t, tj, spec, 0)).Succeeded(now).Obj()
+	writeErr := errors.New("etcd is unhappy")
+	f := newFixture(t, &interceptor.Funcs{
+		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			return writeErr
+		},
+	}, tj, job)
+
+	if err := f.reconcile(t, "tj"); !errors.Is(err, writeErr) {
+		t.Fatalf("Reconcile error = %v, want %v", err, writeErr)
+	}
+	if diff := cmp.Diff([]jobState{{Name: "tj-node-0", Finalizers: tracked}}, jobStates(f.jobs(t))); diff != "" {
+		t.Errorf("Jobs (-want +got):\n%s", diff)
+	}
+	if got := f.trainJob(t, "tj"); isTrue(got.Status.Conditions, trainer.TrainJobComplete) {
+		t.Error("TrainJob is Complete although its status write failed")
+	}
+	if ev := f.events(); len(ev) != 0 {
+		t.Errorf("events %v emitted although the status write failed", ev)
+	}
+}
+
+// A failed create is retried: the error is returned and Created stays unset.
+func TestCreateErrorIsReturned(t *testing.T) {
+	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").Obj()
+	createErr := apierrors.NewForbidden(schema.GroupResource{Group: "batch", Resource: "jobs"}, "tj-node-0", errors.New("quota exceeded"))
+	f := newFixture(t, &interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			if _, ok := obj.(*batchv1.Job); ok {
+				return createErr
+			}
+			return c.Create(ctx, obj, opts...)
+		},
+	}, tj, utiltesting.MakeRuntimeSpec().ClusterRuntime("torch-distributed"))
+
+	if err := f.reconcile(t, "tj"); !apierrors.IsForbidden(err) {
+		t.Fatalf("Reconcile error = %v, want Forbidden", err)
+	}
+	got := f.trainJob(t, "tj")
+	if c := findCondition(got.Status.Conditions, trainer.TrainJobCreated); c != nil {
+		t.Errorf("Created condition %+v set although no Job was created", c)
+	}
+	if got.Status.StartTime != nil {
+		t.Errorf("startTime %v set although no Job was created", got.Status.StartTime)
+	}
+}
+
+func TestDeletedTrainJobReleasesChildren(t *testing.T) {
+	spec := utiltesting.MakeRuntimeSpec()
+	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").Obj()
+	job := childJob(t, tj, spec, 0)
+
+	t.Run("being deleted", func(t *testing.T) {
+		deletingTJ := tj.DeepCopy()
+		deletingTJ.Finalizers = []string{"example.com/keep"}
+		deletingTJ.DeletionTimestamp = ptr.To(metav1.NewTime(now))
+		f := newFixture(t, nil, deletingTJ, job.DeepCopy())
+		if err := f.reconcile(t, "tj"); err != nil {
+			t.Fatalf("Reconcile: %v", err)
+		}
+		if diff := cmp.Diff([]jobState{{Name: "tj-node-0"}}, jobStates(f.jobs(t)), cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("Jobs (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("gone", func(t *testing.T) {
+		f := newFixture(t, nil, deleting(job.DeepCopy()))
+		if err := f.reconcile(t, "tj"); err != nil {
+			t.Fatalf("Reconcile: %v", err)
+		}
+		if jobs := f.jobs(t); len(jobs) != 0 {
+			t.Errorf("Jobs left: %v", jobStates(jobs))
+		}
+	})
+	t.Run("replaced by a TrainJob of the same name", func(t *testing.T) {
+		newer := utiltesting.MakeTrainJob("tj", testNS).UID("uid-2").Condition(createdCond(1, earlier)).JobsStatus(nodeStep).Obj()
+		newChild := childJob(t, newer, spec, 0)
+		newChild.Name = "tj-node-0-new" // a second object of the same replica, owned by the new TrainJob
+		f := newFixture(t, nil, newer, job.DeepCopy(), newChild)
+		if err := f.reconcile(t, "tj"); err != nil {
+			t.Fatalf("Reconcile: %v", err)
+		}
+		want := []jobState{{Name: "tj-node-0"}, {Name: "tj-node-0-new", Finalizers: tracked}}
+		if diff := cmp.Diff(want, jobStates(f.jobs(t)), cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("Jobs (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// Creating the Jobs twice (a stale cache) is harmless.
+func TestCreateIsIdempotent(t *testing.T) {
+	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").Obj()
+	f := newFixture(t, nil, tj, utiltesting.MakeRuntimeSpec().ClusterRuntime("torch-distributed"))
+	for i := range 3 {
+		if err := f.reconcile(t, "tj"); err != nil {
+			t.Fatalf("Reconcile %d: %v", i, err)
+		}
+	}
+	if diff := cmp.Diff([]jobState{{Name: "tj-node-0", Finalizers: tracked}}, jobStates(f.jobs(t))); diff != "" {
+		t.Errorf("Jobs (-want +got):\n%s", diff)
+	}
+	var svc corev1.Service
+	if err := f.client.Get(context.Background(), client.ObjectKey{Namespace: testNS, Name: "tj"}, &svc); err != nil {
+		t.Errorf("headless Service: %v", err)
+	}
+	if ev := f.events(); len(ev) != 1 {
+		t.Errorf("events = %v, want one Created event", ev)
+	}
+}
