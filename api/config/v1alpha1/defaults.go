@@ -1,0 +1,72 @@
+package v1alpha1
+
+import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+// Defaults of the Configuration.
+const (
+	DefaultLeaderElectionID       = "trainjob-operator"
+	DefaultMetricsBindAddress     = ":8443"
+	DefaultHealthProbeBindAddress = ":8081"
+	DefaultQPS                    = 50
+	DefaultBurst                  = 100
+	DefaultTrainJobWorkers        = 5
+)
+
+// SetDefaults fills in every field left out of c.
+func SetDefaults(c *Configuration) {
+	c.APIVersion, c.Kind = GroupVersion.String(), "Configuration"
+	if c.LeaderElection == nil {
+		c.LeaderElection = &LeaderElection{}
+	}
+	le := c.LeaderElection
+	if le.LeaderElect == nil {
+		le.LeaderElect = ptr.To(true)
+	}
+	if le.ResourceName == "" {
+		le.ResourceName = DefaultLeaderElectionID
+	}
+	if le.LeaseDuration == nil {
+		le.LeaseDuration = &metav1.Duration{Duration: 15 * time.Second}
+	}
+	if le.RenewDeadline == nil {
+		le.RenewDeadline = &metav1.Duration{Duration: 10 * time.Second}
+	}
+	if le.RetryPeriod == nil {
+		le.RetryPeriod = &metav1.Duration{Duration: 2 * time.Second}
+	}
+	if c.Metrics == nil {
+		c.Metrics = &Metrics{}
+	}
+	if c.Metrics.BindAddress == "" {
+		c.Metrics.BindAddress = DefaultMetricsBindAddress
+	}
+	if c.Metrics.SecureServing == nil {
+		c.Metrics.SecureServing = ptr.To(true)
+	}
+	if c.Health == nil {
+		c.Health = &Health{}
+	}
+	if c.Health.HealthProbeBindAddress == "" {
+		c.Health.HealthProbeBindAddress = DefaultHealthProbeBindAddress
+	}
+	if c.ClientConnection == nil {
+		c.ClientConnection = &ClientConnection{}
+	}
+	if c.ClientConnection.QPS == nil {
+		c.ClientConnection.QPS = ptr.To[float32](DefaultQPS)
+	}
+	if c.ClientConnection.Burst == nil {
+		c.ClientConnection.Burst = ptr.To[int32](DefaultBurst)
+	}
+	if c.Controller == nil {
+		c.Controller = &Controller{}
+	}
+	if c.Controller.TrainJobWorkers == nil {
+		c.Controller.TrainJobWorkers = ptr.To[int32](DefaultTrainJobWorkers)
+	}
+}

@@ -1,0 +1,84 @@
+// Command manager runs the trainjob-operator controllers.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/trainjob-operator/trainjob-operator/internal/config"
+	"github.com/trainjob-operator/trainjob-operator/internal/manager"
+)
+
+func main() {
+	var (
+		configFile   string
+		metricsAddr  string
+		probeAddr    string
+		leaderElect  bool
+		leNamespace  string
+		insecureMetr bool
+		qps          float64
+		burst        int
+	)
+	flag.StringVar(&configFile, "config", "", "Path to the Configuration file (config.trainer.kubeflow.org/v1alpha1). Flags set on the command line override it.")
+	flag.StringVar(&metricsAddr, "metrics-bind-address", "", "Address the metrics endpoint binds to; \"0\" turns it off. Default :8443.")
+	flag.StringVar(&probeAddr, "health-probe-bind-address", "", "Address the health probes bind to. Default :8081.")
+	flag.BoolVar(&leaderElect, "leader-elect", true, "Elect a leader among manager replicas.")
+	flag.StringVar(&leNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease when the configuration sets none (needed outside a cluster).")
+	flag.BoolVar(&insecureMetr, "metrics-insecure", false, "Serve metrics over plain HTTP without authentication (local development only).")
+	flag.Float64Var(&qps, "kube-api-qps", 0, "Sustained requests per second to the API server. Default 50.")
+	flag.IntVar(&burst, "kube-api-burst", 0, "Requests allowed above the QPS for a short time. Default 100.")
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	log := ctrl.Log.WithName("setup")
+
+	cfg, err := config.Load(configFile)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(1)
+	}
+	flag.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "metrics-bind-address":
+			cfg.Metrics.BindAddress = metricsAddr
+		case "health-probe-bind-address":
+			cfg.Health.HealthProbeBindAddress = probeAddr
+		case "leader-elect":
+			cfg.LeaderElection.LeaderElect = ptr.To(leaderElect)
+		case "metrics-insecure":
+			cfg.Metrics.SecureServing = ptr.To(!insecureMetr)
+		case "kube-api-qps":
+			cfg.ClientConnection.QPS = ptr.To(float32(qps))
+		case "kube-api-burst":
+			cfg.ClientConnection.Burst = ptr.To(int32(burst))
+		}
+	})
+	if errs := config.Validate(cfg); len(errs) > 0 {
+		fmt.Fprintln(os.Stderr, "error: invalid settings:", errs.ToAggregate())
+		os.Exit(1)
+	}
+
+	restConfig, err := ctrl.GetConfig()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "error: no cluster to talk to:", err)
+		os.Exit(1)
+	}
+	mgr, err := manager.New(restConfig, cfg, manager.Options{LeaderElectionNamespace: leNamespace})
+	if err != nil {
+		log.Error(err, "Unable to set up the manager")
+		os.Exit(1)
+	}
+	log.Info("Starting manager", "qps", *cfg.ClientConnection.QPS, "burst", *cfg.ClientConnection.Burst,
+		"leaderElection", *cfg.LeaderElection.LeaderElect, "metrics", cfg.Metrics.BindAddress)
+	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+		log.Error(err, "Manager stopped with an error")
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,117 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	configv1alpha1 "github.com/trainjob-operator/trainjob-operator/api/config/v1alpha1"
+)
+
+func TestLoad(t *testing.T) {
+	defaults := func() *configv1alpha1.Configuration {
+		c := &configv1alpha1.Configuration{}
+		configv1alpha1.SetDefaults(c)
+		return c
+	}
+	cases := map[string]struct {
+		file     string
+		want     func() *configv1alpha1.Configuration
+		wantErrs []string
+	}{
+		"no file: defaults": {
+			want: defaults,
+		},
+		"values given are kept, the rest defaulted": {
+			file: `apiVersion: config.trainer.kubeflow.org/v1alpha1
+kind: Configuration
+clientConnection:
+  qps: 200
+leaderElection:
+  leaderElect: false
+  leaseDuration: 30s
+controller:
+  trainJobWorkers: 20
+`,
+			want: func() *configv1alpha1.Configuration {
+				c := defaults()
+				c.ClientConnection.QPS = ptr.To[float32](200)
+				c.LeaderElection.LeaderElect = ptr.To(false)
+				c.LeaderElection.LeaseDuration = &metav1.Duration{Duration: 30 * time.Second}
+				c.Controller.TrainJobWorkers = ptr.To[int32](20)
+				return c
+			},
+		},
+		"unknown field": {
+			file:     "apiVersion: config.trainer.kubeflow.org/v1alpha1\nkind: Configuration\nclientConnexion:\n  qps: 1\n",
+			wantErrs: []string{`unknown field "clientConnexion"`},
+		},
+		"wrong kind and version": {
+			file:     "apiVersion: v1\nkind: ConfigMap\n",
+			wantErrs: []string{"apiVersion: Invalid value", "kind: Invalid value"},
+		},
+		"unparsable duration": {
+			file:     "apiVersion: config.trainer.kubeflow.org/v1alpha1\nkind: Configuration\nleaderElection:\n  leaseDuration: soon\n",
+			wantErrs: []string{"soon"},
+		},
+		"invalid values name their field": {
+			file: `apiVersion: config.trainer.kubeflow.org/v1alpha1
+kind: Configuration
+clientConnection:
+  qps: 0
+  burst: 0
+leaderElection:
+  leaseDuration: 5s
+  renewDeadline: 10s
+  retryPeriod: -1s
+controller:
+  trainJobWorkers: 0
+`,
+			wantErrs: []string{
+				"clientConnection.qps", "clientConnection.burst", "leaderElection.renewDeadline: Invalid value: \"10s\": must be less than leaseDuration",
+				"leaderElection.retryPeriod: Invalid value: \"-1s\"", "controller.trainJobWorkers",
+			},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			path := ""
+			if tc.file != "" {
+				path = filepath.Join(t.TempDir(), "config.yaml")
+				if err := os.WriteFile(path, []byte(tc.file), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := Load(path)
+			if len(tc.wantErrs) > 0 {
+				if err == nil {
+					t.Fatalf("Load succeeded, want errors %q", tc.wantErrs)
+				}
+				for _, w := range tc.wantErrs {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("error %q does not mention %q", err, w)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Load: %v", err)
+			}
+			if diff := cmp.Diff(tc.want(), got); diff != "" {
+				t.Errorf("configuration (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestLoadMissingFile(t *testing.T) {
+	if _, err := Load(filepath.Join(t.TempDir(), "absent.yaml")); err == nil || !strings.Contains(err.Error(), "absent.yaml") {
+		t.Errorf("Load of a missing file: err = %v, want one naming the file", err)
+	}
+}

@@ -1,0 +1,114 @@
+// Package manager assembles the trainjob-operator manager: scheme, caches,
+// controllers, probes and metrics. cmd/manager and the integration tests
+// build the same manager through New.
+package manager
+
+import (
+	"fmt"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/selection"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	configv1alpha1 "github.com/trainjob-operator/trainjob-operator/api/config/v1alpha1"
+	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
+	"github.com/trainjob-operator/trainjob-operator/internal/controller/trainjob"
+)
+
+// Scheme holds every type the manager reads or writes.
+var Scheme = runtime.NewScheme()
+
+func init() {
+	utilruntime.Must(clientgoscheme.AddToScheme(Scheme))
+	utilruntime.Must(trainer.AddToScheme(Scheme))
+}
+
+// Options are settings of New that are not part of the Configuration file.
+type Options struct {
+	// Clock the controllers read the time from. Defaults to the real clock.
+	Clock clock.PassiveClock
+	// LeaderElectionNamespace is where the Lease lives when the
+	// configuration does not say; required with leader election outside a
+	// cluster.
+	LeaderElectionNamespace string
+}
+
+// New returns a manager with every controller of the product set up.
+func New(restConfig *rest.Config, cfg *configv1alpha1.Configuration, opts Options) (ctrl.Manager, error) {
+	restConfig = rest.CopyConfig(restConfig)
+	restConfig.QPS = *cfg.ClientConnection.QPS
+	restConfig.Burst = int(*cfg.ClientConnection.Burst)
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+
+	metricsOpts := metricsserver.Options{
+		BindAddress:   cfg.Metrics.BindAddress,
+		SecureServing: *cfg.Metrics.SecureServing,
+	}
+	if metricsOpts.SecureServing {
+		// Only callers the API server authenticates, and authorizes for
+		// GET /metrics, may read the metrics.
+		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	le := cfg.LeaderElection
+	leNamespace := le.ResourceNamespace
+	if leNamespace == "" {
+		leNamespace = opts.LeaderElectionNamespace
+	}
+
+	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
+		Scheme:                        Scheme,
+		Metrics:                       metricsOpts,
+		HealthProbeBindAddress:        cfg.Health.HealthProbeBindAddress,
+		LeaderElection:                *le.LeaderElect,
+		LeaderElectionID:              le.ResourceName,
+		LeaderElectionNamespace:       leNamespace,
+		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 ptr.To(le.LeaseDuration.Duration),
+		RenewDeadline:                 ptr.To(le.RenewDeadline.Duration),
+		RetryPeriod:                   ptr.To(le.RetryPeriod.Duration),
+		Cache:                         cache.Options{ByObject: childCaches()},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating manager: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return nil, err
+	}
+
+	r := trainjob.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder(trainjob.ControllerName),
+		trainjob.WithClock(opts.Clock), trainjob.WithWorkers(int(*cfg.Controller.TrainJobWorkers)))
+	if err := r.SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("setting up %s: %w", trainjob.ControllerName, err)
+	}
+	return mgr, nil
+}
+
+// childCaches limits the Job and Service caches to the objects TrainJobs
+// own, so the manager does not hold every Job and Service of the cluster.
+func childCaches() map[client.Object]cache.ByObject {
+	owned, err := labels.NewRequirement(trainer.TrainJobNameLabel, selection.Exists, nil)
+	utilruntime.Must(err)
+	selector := labels.NewSelector().Add(*owned)
+	return map[client.Object]cache.ByObject{
+		&batchv1.Job{}:    {Label: selector},
+		&corev1.Service{}: {Label: selector},
+	}
+}
