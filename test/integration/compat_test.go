@@ -1,0 +1,201 @@
+package integration
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
+)
+
+// compatDir holds Kubeflow Trainer YAML that must apply and run unchanged.
+func compatDir(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("COMPAT_DIR")
+	if dir == "" {
+		dir = filepath.Join(repoRoot, "..", "shared", "compat")
+	}
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("compat YAML directory %s: %v (set COMPAT_DIR)", dir, err)
+	}
+	return dir
+}
+
+func kubectl(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(repoRoot, "bin", "kubectl"), append([]string{"--kubeconfig", kubeconfig}, args...)...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func TestKubeflowYAMLAppliesAndRuns(t *testing.T) {
+	dir := compatDir(t)
+	ns := newNamespace(t)
+	runtimeFile := filepath.Join(dir, "kubeflow-torch-distributed-runtime.yaml")
+	trainJobFile := filepath.Join(dir, "kubeflow-multi-node-trainjob.yaml")
+
+	for _, f := range []string{runtimeFile, trainJobFile} {
+		if out, err := kubectl(t, "apply", "--dry-run=server", "-n", ns, "-f", f); err != nil {
+			t.Fatalf("kubectl apply --dry-run=server -f %s: %v\n%s", filepath.Base(f), err, out)
+		}
+	}
+	for _, f := range []string{runtimeFile, trainJobFile} {
+		if out, err := kubectl(t, "apply", "--server-side", "-n", ns, "-f", f); err != nil {
+			t.Fatalf("kubectl apply --server-side -f %s: %v\n%s", filepath.Base(f), err, out)
+		}
+	}
+	t.Cleanup(func() {
+		_ = k8s.Delete(context.Background(), &trainer.ClusterTrainingRuntime{ObjectMeta: metav1.ObjectMeta{Name: "torch-distributed"}})
+	})
+
+	// It means what it means under Kubeflow: 3 torchrun nodes of the
+	// runtime's image, rank from the completion index, rendezvous on node 0.
+	job := waitJob(t, ns, "multi-node-example-node-0")
+	if got := ptr.Deref(job.Spec.Completions, 0); got != 3 {
+		t.Errorf("completions = %d, want 3", got)
+	}
+	c := job.Spec.Template.Spec.Containers[0]
+	if c.Image != "pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime" || len(c.Command) < 4 || c.Command[0] != "torchrun" {
+		t.Errorf("container = image %q command %q, want the runtime's image running torchrun", c.Image, c.Command)
+	}
+	wantEnv := map[string]string{
+		"PET_NNODES":         "3",
+		"PET_NPROC_PER_NODE": "auto",
+		"PET_NODE_RANK":      "fieldRef:metadata.annotations['batch.kubernetes.io/job-completion-index']",
+		"PET_MASTER_ADDR":    "multi-node-example-node-0-0.multi-node-example",
+		"PET_MASTER_PORT":    "29400",
+	}
+	if diff := cmp.Diff(wantEnv, envOf(job)); diff != "" {
+		t.Errorf("trainer env (-want +got):\n%s", diff)
+	}
+	if got := job.Spec.Template.Labels[trainer.JobSetNameLabel]; got != "multi-node-example" {
+		t.Errorf("Pods are not selectable as in Kubeflow's docs: %s=%q", trainer.JobSetNameLabel, got)
+	}
+
+	out, err := kubectl(t, "get", "trainjob", "-n", ns, "multi-node-example")
+	if err != nil {
+		t.Fatalf("kubectl get trainjob: %v\n%s", err, out)
+	}
+	for _, col := range []string{"STATE", "RUNTIME", "NODES", "AGE", "Created", "torch-distributed"} {
+		if !strings.Contains(out, col) {
+			t.Errorf("kubectl get trainjob output lacks %q:\n%s", col, out)
+		}
+	}
+}
+
+// Fields of Kubeflow Trainer this controller does not implement, and values
+// that make no sense, are refused by the API server with a message that
+// names the field: never accepted and silently mis-run.
+func TestSchemaRejectsWhatItCannotRun(t *testing.T) {
+	ns := newNamespace(t)
+	trainJob := func(spec string) string {
+		return "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata:\n  name: bad\n  namespace: " + ns +
+			"\nspec:\n  runtimeRef:\n    name: torch-distributed\n" + spec
+	}
+	runtime := func(spec string) string {
+		return "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: ClusterTrainingRuntime\nmetadata:\n  name: bad\nspec:\n" + spec
+	}
+	nodeJob := "  template:\n    spec:\n      replicatedJobs:\n      - name: node\n        template:\n          spec:\n" +
+		"            template:\n              spec:\n                containers:\n                - name: node\n                  image: busybox\n"
+
+	cases := map[string]struct {
+		manifest string
+		want     []string
+	}{
+		"initializer": {
+			manifest: trainJob("  initializer:\n    dataset:\n      storageUri: hf://tatsu-lab/alpaca\n"),
+			want:     []string{"spec.initializer", "not supported"},
+		},
+		"runtimePatches": {
+			manifest: trainJob("  runtimePatches:\n  - manager: me\n"),
+			want:     []string{"spec.runtimePatches", "not supported"},
+		},
+		"podTemplateOverrides": {
+			manifest: trainJob("  podTemplateOverrides:\n  - targetJobs:\n    - name: node\n"),
+			want:     []string{"spec.podTemplateOverrides", "not supported"},
+		},
+		"zero deadline": {
+			manifest: trainJob("  activeDeadlineSeconds: 0\n"),
+			want:     []string{"spec.activeDeadlineSeconds", "greater than or equal to 1"},
+		},
+		"negative TTL": {
+			manifest: trainJob("  ttlSecondsAfterFinished: -1\n"),
+			want:     []string{"spec.ttlSecondsAfterFinished", "greater than or equal to 0"},
+		},
+		"zero nodes": {
+			manifest: trainJob("  trainer:\n    numNodes: 0\n"),
+			want:     []string{"spec.trainer.numNodes", "greater than or equal to 1"},
+		},
+		"numProcPerNode word": {
+			manifest: trainJob("  trainer:\n    numProcPerNode: many\n"),
+			want:     []string{"spec.trainer.numProcPerNode", "positive integer, auto, cpu or gpu"},
+		},
+		"unknown runtime kind": {
+			manifest: trainJob("    kind: JobSetRuntime\n"),
+			want:     []string{"spec.runtimeRef.kind", "Unsupported value"},
+		},
+		"managedBy not a path": {
+			manifest: trainJob("  managedBy: me\n"),
+			want:     []string{"spec.managedBy", "domain-prefixed path"},
+		},
+		"upper-case name": {
+			manifest: strings.Replace(trainJob(""), "name: bad", "name: Bad", 1),
+			want:     []string{"metadata.name", "RFC 1035"},
+		},
+		"MPI policy": {
+			manifest: runtime("  mlPolicy:\n    mpi:\n      numProcPerNode: 1\n" + nodeJob),
+			want:     []string{"spec.mlPolicy.mpi", "not supported"},
+		},
+		"elastic torch": {
+			manifest: runtime("  mlPolicy:\n    torch:\n      elasticPolicy:\n        maxNodes: 4\n" + nodeJob),
+			want:     []string{"spec.mlPolicy.torch.elasticPolicy", "not supported"},
+		},
+		"gang scheduling": {
+			manifest: runtime("  podGroupPolicy:\n    coscheduling: {}\n" + nodeJob),
+			want:     []string{"spec.podGroupPolicy", "not supported"},
+		},
+		"dependsOn": {
+			manifest: runtime(nodeJob + "        dependsOn:\n        - name: init\n          status: Complete\n"),
+			want:     []string{"spec.template.spec.replicatedJobs[0].dependsOn", "not supported"},
+		},
+		"JobSet failurePolicy": {
+			manifest: runtime(nodeJob + "      failurePolicy:\n        maxRestarts: 3\n"),
+			want:     []string{"spec.template.spec.failurePolicy", "not supported"},
+		},
+		"Job-level TTL in a runtime": {
+			manifest: runtime(strings.Replace(nodeJob, "          spec:\n", "          spec:\n            ttlSecondsAfterFinished: 10\n", 1)),
+			want:     []string{"spec.template.spec.replicatedJobs[0].template.spec.ttlSecondsAfterFinished", "behind the TrainJob's back"},
+		},
+		"Job-level deadline in a runtime": {
+			manifest: runtime(strings.Replace(nodeJob, "          spec:\n", "          spec:\n            activeDeadlineSeconds: 10\n", 1)),
+			want:     []string{"spec.template.spec.replicatedJobs[0].template.spec.activeDeadlineSeconds", "behind the TrainJob's back"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var obj unstructured.Unstructured
+			if err := yaml.Unmarshal([]byte(tc.manifest), &obj.Object); err != nil {
+				t.Fatalf("test manifest: %v\n%s", err, tc.manifest)
+			}
+			err := k8s.Create(context.Background(), &obj, client.DryRunAll)
+			if err == nil {
+				t.Fatalf("the API server accepted:\n%s", tc.manifest)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error does not mention %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,138 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
+	utiltesting "github.com/trainjob-operator/trainjob-operator/internal/util/testing"
+)
+
+func create(t *testing.T, obj client.Object) {
+	t.Helper()
+	if err := k8s.Create(context.Background(), obj); err != nil {
+		t.Fatalf("creating %T %s: %v", obj, obj.GetName(), err)
+	}
+}
+
+func getTrainJob(ns, name string) (*trainer.TrainJob, error) {
+	var tj trainer.TrainJob
+	err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &tj)
+	return &tj, err
+}
+
+func getJob(ns, name string) (*batchv1.Job, error) {
+	var job batchv1.Job
+	err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &job)
+	return &job, err
+}
+
+// waitJob waits for a child Job to exist and returns it.
+func waitJob(t *testing.T, ns, name string) *batchv1.Job {
+	t.Helper()
+	var job *batchv1.Job
+	eventually(t, "Job "+name+" to be created", func() (err error) {
+		job, err = getJob(ns, name)
+		return err
+	})
+	return job
+}
+
+// waitCondition waits for a TrainJob condition to have status and reason, and
+// returns the TrainJob.
+func waitCondition(t *testing.T, ns, name, condType string, status metav1.ConditionStatus, reason string) *trainer.TrainJob {
+	t.Helper()
+	var tj *trainer.TrainJob
+	eventually(t, fmt.Sprintf("TrainJob %s to be %s=%s (%s)", name, condType, status, reason), func() (err error) {
+		if tj, err = getTrainJob(ns, name); err != nil {
+			return err
+		}
+		for _, c := range tj.Status.Conditions {
+			if c.Type == condType {
+				if c.Status == status && c.Reason == reason {
+					return nil
+				}
+				return fmt.Errorf("condition is %s (%s): %s", c.Status, c.Reason, c.Message)
+			}
+		}
+		return fmt.Errorf("no %s condition; conditions: %+v", condType, tj.Status.Conditions)
+	})
+	return tj
+}
+
+// setJobStatus changes a child Job's status as the Job controller would.
+func setJobStatus(t *testing.T, ns, name string, change func(*utiltesting.JobWrapper)) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		job, err := getJob(ns, name)
+		if err != nil {
+			return err
+		}
+		w := utiltesting.WrapJob(job)
+		change(w)
+		return k8s.Status().Update(context.Background(), w.Obj())
+	})
+	if err != nil {
+		t.Fatalf("updating status of Job %s: %v", name, err)
+	}
+}
+
+// updateTrainJob changes a TrainJob's spec, retrying on conflicts.
+func updateTrainJob(t *testing.T, ns, name string, change func(*trainer.TrainJob)) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		tj, err := getTrainJob(ns, name)
+		if err != nil {
+			return err
+		}
+		change(tj)
+		return k8s.Update(context.Background(), tj)
+	})
+	if err != nil {
+		t.Fatalf("updating TrainJob %s: %v", name, err)
+	}
+}
+
+func hasTrackingFinalizer(job *batchv1.Job) bool {
+	return slices.Contains(job.Finalizers, trainer.JobTrackingFinalizer)
+}
+
+// waitReleased waits until a child Job no longer has the tracking
+// finalizer (or is gone).
+func waitReleased(t *testing.T, ns, name string) {
+	t.Helper()
+	eventually(t, "Job "+name+" to lose the tracking finalizer", func() error {
+		job, err := getJob(ns, name)
+		if client.IgnoreNotFound(err) != nil {
+			return err
+		}
+		if err == nil && hasTrackingFinalizer(job) {
+			return fmt.Errorf("finalizers: %v", job.Finalizers)
+		}
+		return nil
+	})
+}
+
+func envOf(job *batchv1.Job) map[string]string {
+	out := map[string]string{}
+	for _, c := range job.Spec.Template.Spec.Containers {
+		if c.Name != trainer.TrainerContainerName {
+			continue
+		}
+		for _, e := range c.Env {
+			if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
+				out[e.Name] = "fieldRef:" + e.ValueFrom.FieldRef.FieldPath
+			} else {
+				out[e.Name] = e.Value
+			}
+		}
+	}
+	return out
+}

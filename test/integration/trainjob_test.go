@@ -1,0 +1,340 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
+	utiltesting "github.com/trainjob-operator/trainjob-operator/internal/util/testing"
+)
+
+// torchRuntime creates a namespaced torch runtime "torch" with a trainer
+// step "node" and returns a TrainJob wrapper that references it.
+func torchRuntime(t *testing.T, ns string, spec *utiltesting.RuntimeSpecWrapper) {
+	t.Helper()
+	create(t, spec.Runtime("torch", ns))
+}
+
+func trainJobOn(name, ns string) *utiltesting.TrainJobWrapper {
+	return utiltesting.MakeTrainJob(name, ns).RuntimeRef(trainer.TrainingRuntimeKind, "torch")
+}
+
+func TestRunsToCompletion(t *testing.T) {
+	ns := newNamespace(t)
+	torchRuntime(t, ns, utiltesting.MakeRuntimeSpec().Torch())
+	create(t, trainJobOn("mnist", ns).NumNodes(2).Command("torchrun", "train.py").Env("LR", "0.1").Obj())
+
+	job := waitJob(t, ns, "mnist-node-0")
+	if got := ptr.Deref(job.Spec.Completions, 0); got != 2 {
+		t.Errorf("completions = %d, want 2", got)
+	}
+	if got := ptr.Deref(job.Spec.CompletionMode, ""); got != batchv1.IndexedCompletion {
+		t.Errorf("completionMode = %q, want Indexed", got)
+	}
+	if !hasTrackingFinalizer(job) || !metav1.IsControlledBy(job, mustTrainJob(t, ns, "mnist")) {
+		t.Errorf("Job is not tracked and owned: finalizers %v, owners %v", job.Finalizers, job.OwnerReferences)
+	}
+	if got := job.Spec.Template.Spec.Subdomain; got != "mnist" {
+		t.Errorf("subdomain = %q, want mnist", got)
+	}
+	wantEnv := map[string]string{
+		"LR":                 "0.1",
+		"PET_NNODES":         "2",
+		"PET_NPROC_PER_NODE": "auto",
+		"PET_NODE_RANK":      "fieldRef:metadata.annotations['batch.kubernetes.io/job-completion-index']",
+		"PET_MASTER_ADDR":    "mnist-node-0-0.mnist",
+		"PET_MASTER_PORT":    "29400",
+	}
+	if diff := cmp.Diff(wantEnv, envOf(job)); diff != "" {
+		t.Errorf("trainer env (-want +got):\n%s", diff)
+	}
+	var svc corev1.Service
+	eventually(t, "the headless Service", func() error {
+		return k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "mnist"}, &svc)
+	})
+	if svc.Spec.ClusterIP != corev1.ClusterIPNone || svc.Spec.Selector[trainer.TrainJobNameLabel] != "mnist" {
+		t.Errorf("Service is not headless for the TrainJob's Pods: %+v", svc.Spec)
+	}
+	tj := waitCondition(t, ns, "mnist", trainer.TrainJobCreated, metav1.ConditionTrue, trainer.TrainJobJobsCreatedReason)
+	eventually(t, "startTime", func() error {
+		if tj, _ = getTrainJob(ns, "mnist"); tj.Status.StartTime == nil {
+			return fmt.Errorf("no startTime")
+		}
+		return nil
+	})
+
+	setJobStatus(t, ns, "mnist-node-0", func(w *utiltesting.JobWrapper) { w.Succeeded(time.Now()) })
+	tj = waitCondition(t, ns, "mnist", trainer.TrainJobComplete, metav1.ConditionTrue, trainer.TrainJobJobsCompletedReason)
+	if tj.Status.CompletionTime == nil {
+		t.Error("Complete TrainJob has no completionTime")
+	}
+	if js := tj.Status.JobsStatus; len(js) != 1 || js[0].Succeeded != 1 {
+		t.Errorf("jobsStatus = %+v, want one succeeded node Job", js)
+	}
+	waitReleased(t, ns, "mnist-node-0")
+}
+
+func mustTrainJob(t *testing.T, ns, name string) *trainer.TrainJob {
+	t.Helper()
+	tj, err := getTrainJob(ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tj
+}
+
+func TestFailsWhenAJobFails(t *testing.T) {
+	ns := newNamespace(t)
+	torchRuntime(t, ns, utiltesting.MakeRuntimeSpec().ReplicatedJobs(
+		utiltesting.MakeReplicatedJob("node").Trainer().Obj(),
+		utiltesting.MakeReplicatedJob("ps").Obj(),
+	))
+	create(t, trainJobOn("tj", ns).Obj())
+	waitJob(t, ns, "tj-node-0")
+	waitJob(t, ns, "tj-ps-0")
+	setJobStatus(t, ns, "tj-node-0", func(w *utiltesting.JobWrapper) { w.Active(1) })
+
+	setJobStatus(t, ns, "tj-ps-0", func(w *utiltesting.JobWrapper) { w.Failed("BackoffLimitExceeded", time.Now()) })
+	tj := waitCondition(t, ns, "tj", trainer.TrainJobFailed, metav1.ConditionTrue, trainer.TrainJobJobFailedReason)
+	if c := tj.Status.Conditions[0]; c.Type != trainer.TrainJobFailed {
+		t.Errorf("first condition is %s, want Failed (it is the State column)", c.Type)
+	}
+	eventually(t, "the running Job to be stopped", func() error {
+		job, err := getJob(ns, "tj-node-0")
+		if err != nil {
+			return err
+		}
+		if !ptr.Deref(job.Spec.Suspend, false) {
+			return fmt.Errorf("tj-node-0 is not suspended")
+		}
+		return nil
+	})
+	waitReleased(t, ns, "tj-node-0")
+	waitReleased(t, ns, "tj-ps-0")
+}
+
+func TestCreatedSuspended(t *testing.T) {
+	ns := newNamespace(t)
+	torchRuntime(t, ns, utiltesting.MakeRuntimeSpec().Torch())
+	create(t, trainJobOn("tj", ns).NumNodes(2).Suspend(true).Obj())
+
+	job := waitJob(t, ns, "tj-node-0")
+	if !ptr.Deref(job.Spec.Suspend, false) {
+		t.Fatal("child Job of a suspended TrainJob was created unsuspended")
+	}
+	never(t, "child Job stays suspended and the TrainJob has no startTime", func() error {
+		job, err := getJob(ns, "tj-node-0")
+		if err != nil {
+			return err
+		}
+		if !ptr.Deref(job.Spec.Suspend, false) {
+			return fmt.Errorf("child Job was unsuspended")
+		}
+		if tj, err := getTrainJob(ns, "tj"); err != nil || tj.Status.StartTime != nil {
+			return fmt.Errorf("startTime %v set (err %v)", tj.Status.StartTime, err)
+		}
+		return nil
+	})
+
+	// The Job controller reports the Job suspended with no Pod.
+	setJobStatus(t, ns, "tj-node-0", func(w *utiltesting.JobWrapper) { w.SuspendedByController(time.Now()) })
+	waitCondition(t, ns, "tj", trainer.TrainJobSuspended, metav1.ConditionTrue, trainer.TrainJobSuspendedReason)
+
+	updateTrainJob(t, ns, "tj", func(tj *trainer.TrainJob) { tj.Spec.Suspend = ptr.To(false) })
+	tj := waitCondition(t, ns, "tj", trainer.TrainJobSuspended, metav1.ConditionFalse, trainer.TrainJobResumedReason)
+	if tj.Status.StartTime == nil {
+		t.Error("resumed TrainJob has no startTime")
+	}
+	eventually(t, "the child Job to be resumed", func() error {
+		job, err := getJob(ns, "tj-node-0")
+		if err == nil && ptr.Deref(job.Spec.Suspend, false) {
+			err = fmt.Errorf("still suspended")
+		}
+		return err
+	})
+}
+
+func TestSuspendAndResumeMidRun(t *testing.T) {
+	ns := newNamespace(t)
+	torchRuntime(t, ns, utiltesting.MakeRuntimeSpec().Torch())
+	create(t, trainJobOn("tj", ns).NumNodes(2).Obj())
+	waitJob(t, ns, "tj-node-0")
+	setJobStatus(t, ns, "tj-node-0", func(w *utiltesting.JobWrapper) { w.Active(2) })
+	var started metav1.Time
+	eventually(t, "startTime", func() error {
+		tj, err := getTrainJob(ns, "tj")
+		if err == nil && tj.Status.StartTime == nil {
+			err = fmt.Errorf("no startTime")
+		}
+		if err == nil {
+			started = *tj.Status.StartTime
+		}
+		return err
+	})
+
+	updateTrainJob(t, ns, "tj", func(tj *trainer.TrainJob) { tj.Spec.Suspend = ptr.To(true) })
+	eventually(t, "the child Job to be suspended", func() error {
+		job, err := getJob(ns, "tj-node-0")
+		if err == nil && !ptr.Deref(job.Spec.Suspend, false) {
+			err = fmt.Errorf("not suspended")
+		}
+		return err
+	})
+	never(t, "Suspended stays unset while Pods are active", func() error {
+		tj, err := getTrainJob(ns, "tj")
+		if err == nil && conditionStatus(tj, trainer.TrainJobSuspended) == metav1.ConditionTrue {
+			err = fmt.Errorf("Suspended=True while the child Job still has active Pods")
+		}
+		return err
+	})
+	setJobStatus(t, ns, "tj-node-0", func(w *utiltesting.JobWrapper) { w.SuspendedByController(time.Now()) })
+	waitCondition(t, ns, "tj", trainer.TrainJobSuspended, metav1.ConditionTrue, trainer.TrainJobSuspendedReason)
+
+	// startTime has a resolution of one second: resume in a later second so
+	// the reset shows.
+	time.Sleep(time.Until(started.Add(1100 * time.Millisecond)))
+	updateTrainJob(t, ns, "tj", func(tj *trainer.TrainJob) { tj.Spec.Suspend = ptr.To(false) })
+	tj := waitCondition(t, ns, "tj", trainer.TrainJobSuspended, metav1.ConditionFalse, trainer.TrainJobResumedReason)
+	if tj.Status.StartTime == nil || !tj.Status.StartTime.After(started.Time) {
+		t.Errorf("startTime after resume = %v, want later than %v", tj.Status.StartTime, started)
+	}
+}
+
+func conditionStatus(tj *trainer.TrainJob, condType string) metav1.ConditionStatus {
+	for _, c := range tj.Status.Conditions {
+		if c.Type == condType {
+			return c.Status
+		}
+	}
+	return ""
+}
+
+// background deletes as kubectl does. The API's default for Jobs is to
+// orphan their Pods, which needs the garbage collector envtest does not run.
+var background = client.PropagationPolicy(metav1.DeletePropagationBackground)
+
+func TestChildDeletedAfterFinishing(t *testing.T) {
+	ns := newNamespace(t)
+	torchRuntime(t, ns, utiltesting.MakeRuntimeSpec().ReplicatedJobs(utiltesting.MakeReplicatedJob("worker").Replicas(2).Obj()))
+	create(t, trainJobOn("tj", ns).Obj())
+	waitJob(t, ns, "tj-worker-0")
+	waitJob(t, ns, "tj-worker-1")
+
+	setJobStatus(t, ns, "tj-worker-0", func(w *utiltesting.JobWrapper) { w.Succeeded(time.Now()) })
+	waitReleased(t, ns, "tj-worker-0")
+	// A user (or a Job-level TTL) deletes the finished Job early.
+	job, _ := getJob(ns, "tj-worker-0")
+	if err := k8s.Delete(context.Background(), job, background); client.IgnoreNotFound(err) != nil {
+		t.Fatal(err)
+	}
+	never(t, "the deleted finished Job is not re-created and its success is kept", func() error {
+		if _, err := getJob(ns, "tj-worker-0"); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("tj-worker-0 exists again (err %v)", err)
+		}
+		tj, err := getTrainJob(ns, "tj")
+		if err != nil {
+			return err
+		}
+		if conditionStatus(tj, trainer.TrainJobFailed) != "" {
+			return fmt.Errorf("TrainJob failed: %+v", tj.Status.Conditions)
+		}
+		if js := tj.Status.JobsStatus; len(js) != 1 || js[0].Succeeded != 1 {
+			return fmt.Errorf("jobsStatus = %+v, want 1 succeeded", js)
+		}
+		return nil
+	})
+
+	setJobStatus(t, ns, "tj-worker-1", func(w *utiltesting.JobWrapper) { w.Succeeded(time.Now()) })
+	waitCondition(t, ns, "tj", trainer.TrainJobComplete, metav1.ConditionTrue, trainer.TrainJobJobsCompletedReason)
+}
+
+func TestChildDeletedWhileRunning(t *testing.T) {
+	ns := newNamespace(t)
+	torchRuntime(t, ns, utiltesting.MakeRuntimeSpec().Torch())
+	create(t, trainJobOn("tj", ns).Obj())
+	job := waitJob(t, ns, "tj-node-0")
+	waitCondition(t, ns, "tj", trainer.TrainJobCreated, metav1.ConditionTrue, trainer.TrainJobJobsCreatedReason)
+	if err := k8s.Delete(context.Background(), job, background); err != nil {
+		t.Fatal(err)
+	}
+	tj := waitCondition(t, ns, "tj", trainer.TrainJobFailed, metav1.ConditionTrue, trainer.TrainJobJobDeletedReason)
+	if js := tj.Status.JobsStatus; len(js) != 1 || js[0].Failed != 1 {
+		t.Errorf("jobsStatus = %+v, want one failed Job", js)
+	}
+	eventually(t, "the deleted Job to go", func() error {
+		if _, err := getJob(ns, "tj-node-0"); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("still there (err %v)", err)
+		}
+		return nil
+	})
+	never(t, "the Job is not run again", func() error {
+		if _, err := getJob(ns, "tj-node-0"); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("tj-node-0 was re-created")
+		}
+		return nil
+	})
+}
+
+func TestDeletingTrainJobReleasesChildren(t *testing.T) {
+	for _, policy := range []metav1.DeletionPropagation{metav1.DeletePropagationBackground, metav1.DeletePropagationForeground} {
+		t.Run(string(policy), func(t *testing.T) {
+			ns := newNamespace(t)
+			torchRuntime(t, ns, utiltesting.MakeRuntimeSpec().ReplicatedJobs(
+				utiltesting.MakeReplicatedJob("node").Trainer().Obj(),
+				utiltesting.MakeReplicatedJob("ps").Replicas(2).Obj(),
+			))
+			create(t, trainJobOn("tj", ns).Obj())
+			for _, name := range []string{"tj-node-0", "tj-ps-0", "tj-ps-1"} {
+				waitJob(t, ns, name)
+			}
+			tj := mustTrainJob(t, ns, "tj")
+			if err := k8s.Delete(context.Background(), tj, client.PropagationPolicy(policy)); err != nil {
+				t.Fatal(err)
+			}
+			// envtest runs no garbage collector: the children stay, and
+			// none may keep the tracking finalizer.
+			for _, name := range []string{"tj-node-0", "tj-ps-0", "tj-ps-1"} {
+				waitReleased(t, ns, name)
+			}
+		})
+	}
+}
+
+func TestStartsOnceTheRuntimeExists(t *testing.T) {
+	ns := newNamespace(t)
+	create(t, trainJobOn("tj", ns).Obj())
+	tj := waitCondition(t, ns, "tj", trainer.TrainJobCreated, metav1.ConditionFalse, trainer.TrainJobRuntimeNotFoundReason)
+	want := fmt.Sprintf(`TrainingRuntime "torch" not found in namespace %s (spec.runtimeRef); the TrainJob starts once it exists`, ns)
+	if got := tj.Status.Conditions[0].Message; got != want {
+		t.Errorf("message = %q, want %q", got, want)
+	}
+	torchRuntime(t, ns, utiltesting.MakeRuntimeSpec().Torch())
+	waitJob(t, ns, "tj-node-0")
+	waitCondition(t, ns, "tj", trainer.TrainJobCreated, metav1.ConditionTrue, trainer.TrainJobJobsCreatedReason)
+}
+
+func TestLeavesOtherManagersAlone(t *testing.T) {
+	ns := newNamespace(t)
+	torchRuntime(t, ns, utiltesting.MakeRuntimeSpec().Torch())
+	create(t, trainJobOn("tj", ns).ManagedBy("kueue.x-k8s.io/multikueue").Obj())
+	never(t, "no Job and no status for a TrainJob managed elsewhere", func() error {
+		if _, err := getJob(ns, "tj-node-0"); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("a Job was created (err %v)", err)
+		}
+		tj, err := getTrainJob(ns, "tj")
+		if err == nil && len(tj.Status.Conditions) > 0 {
+			err = fmt.Errorf("status written: %+v", tj.Status)
+		}
+		return err
+	})
+}
