@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"go.uber.org/zap/zapcore"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -85,6 +85,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	defer func() { _ = os.RemoveAll(filepath.Dir(kubeconfig)) }()
 
 	cfg := &configv1alpha1.Configuration{}
 	configv1alpha1.SetDefaults(cfg)
@@ -125,15 +126,12 @@ func writeKubeconfig(env *envtest.Environment) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	f, err := os.CreateTemp("", "trainjob-integration-kubeconfig-*")
+	dir, err := os.MkdirTemp("", "trainjob-integration-")
 	if err != nil {
 		return "", err
 	}
-	defer f.Close()
-	if _, err := f.Write(data); err != nil {
-		return "", err
-	}
-	return f.Name(), nil
+	path := filepath.Join(dir, "kubeconfig")
+	return path, os.WriteFile(path, data, 0o600)
 }
 
 // newNamespace creates a namespace for one test and deletes it afterwards.

@@ -141,7 +141,7 @@ func TestCreatedSuspended(t *testing.T) {
 			return fmt.Errorf("child Job was unsuspended")
 		}
 		if tj, err := getTrainJob(ns, "tj"); err != nil || tj.Status.StartTime != nil {
-			return fmt.Errorf("startTime %v set (err %v)", tj.Status.StartTime, err)
+			return fmt.Errorf("startTime %v set (err %w)", tj.Status.StartTime, err)
 		}
 		return nil
 	})
@@ -239,7 +239,7 @@ func TestChildDeletedAfterFinishing(t *testing.T) {
 	}
 	never(t, "the deleted finished Job is not re-created and its success is kept", func() error {
 		if _, err := getJob(ns, "tj-worker-0"); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("tj-worker-0 exists again (err %v)", err)
+			return fmt.Errorf("tj-worker-0 exists again (err %w)", err)
 		}
 		tj, err := getTrainJob(ns, "tj")
 		if err != nil {
@@ -273,7 +273,7 @@ func TestChildDeletedWhileRunning(t *testing.T) {
 	}
 	eventually(t, "the deleted Job to go", func() error {
 		if _, err := getJob(ns, "tj-node-0"); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("still there (err %v)", err)
+			return fmt.Errorf("still there (err %w)", err)
 		}
 		return nil
 	})
@@ -329,7 +329,7 @@ func TestLeavesOtherManagersAlone(t *testing.T) {
 	create(t, trainJobOn("tj", ns).ManagedBy("kueue.x-k8s.io/multikueue").Obj())
 	never(t, "no Job and no status for a TrainJob managed elsewhere", func() error {
 		if _, err := getJob(ns, "tj-node-0"); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("a Job was created (err %v)", err)
+			return fmt.Errorf("a Job was created (err %w)", err)
 		}
 		tj, err := getTrainJob(ns, "tj")
 		if err == nil && len(tj.Status.Conditions) > 0 {

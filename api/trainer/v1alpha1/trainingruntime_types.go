@@ -248,7 +248,3 @@ type ReplicatedJob struct {
 	// +optional
 	GroupName *string `json:"groupName,omitempty"`
 }
-
-func init() {
-	SchemeBuilder.Register(&ClusterTrainingRuntime{}, &ClusterTrainingRuntimeList{}, &TrainingRuntime{}, &TrainingRuntimeList{})
-}

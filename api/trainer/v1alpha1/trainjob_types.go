@@ -327,7 +327,3 @@ type JobStatus struct {
 	// +optional
 	FailedReplicas []int32 `json:"failedReplicas,omitempty"`
 }
-
-func init() {
-	SchemeBuilder.Register(&TrainJob{}, &TrainJobList{})
-}

@@ -19,13 +19,12 @@ var conditionOrder = []string{
 }
 
 // setCondition sets a condition, keeping conditions in conditionOrder. The
-// transition time changes only when the status does. It reports whether
-// anything changed.
-func setCondition(conds *[]metav1.Condition, c metav1.Condition, now metav1.Time) bool {
+// transition time changes only when the status does.
+func setCondition(conds *[]metav1.Condition, c metav1.Condition, now metav1.Time) {
 	if i := slices.IndexFunc(*conds, func(e metav1.Condition) bool { return e.Type == c.Type }); i >= 0 {
 		old := &(*conds)[i]
 		if old.Status == c.Status && old.Reason == c.Reason && old.Message == c.Message && old.ObservedGeneration == c.ObservedGeneration {
-			return false
+			return
 		}
 		if old.Status != c.Status {
 			old.LastTransitionTime = now
@@ -38,7 +37,6 @@ func setCondition(conds *[]metav1.Condition, c metav1.Condition, now metav1.Time
 	slices.SortStableFunc(*conds, func(a, b metav1.Condition) int {
 		return rank(a.Type) - rank(b.Type)
 	})
-	return true
 }
 
 func rank(t string) int {

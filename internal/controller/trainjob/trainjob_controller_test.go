@@ -142,7 +142,6 @@ var (
 	nodeStep = trainer.JobStatus{Name: "node", Replicas: 1, Trainer: true}
 )
 
-
 // childJob returns the child Job the controller creates for the TrainJob.
 func childJob(t *testing.T, tj *trainer.TrainJob, spec *utiltesting.RuntimeSpecWrapper, index int) *batchv1.Job {
 	t.Helper()
@@ -427,7 +426,7 @@ func TestFinalizerKeptWhenStatusWriteFails(t *testing.T) {
 	job := utiltesting.WrapJob(childJob(t, tj, spec, 0)).Succeeded(now).Obj()
 	writeErr := errors.New("etcd is unhappy")
 	f := newFixture(t, &interceptor.Funcs{
-		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+		SubResourceUpdate: func(context.Context, client.Client, string, client.Object, ...client.SubResourceUpdateOption) error {
 			return writeErr
 		},
 	}, tj, job)
