@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
@@ -197,5 +198,28 @@ func TestSchemaRejectsWhatItCannotRun(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The manifests the project ships apply to the API server as they are.
+func TestShippedManifestsApply(t *testing.T) {
+	ns := newNamespace(t)
+	system := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "trainjob-system"}}
+	if err := k8s.Create(context.Background(), system); client.IgnoreAlreadyExists(err) != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{"config/crd", "config/rbac", "config/runtimes"} {
+		if out, err := kubectl(t, "apply", "--server-side", "--dry-run=server", "-k", filepath.Join(repoRoot, dir)); err != nil {
+			t.Errorf("kubectl apply -k %s: %v\n%s", dir, err, out)
+		}
+	}
+	samples, err := filepath.Glob(filepath.Join(repoRoot, "config", "samples", "*.yaml"))
+	if err != nil || len(samples) == 0 {
+		t.Fatalf("no samples found (err %v)", err)
+	}
+	for _, f := range samples {
+		if out, err := kubectl(t, "apply", "--dry-run=server", "-n", ns, "-f", f); err != nil {
+			t.Errorf("kubectl apply -f %s: %v\n%s", filepath.Base(f), err, out)
+		}
 	}
 }
