@@ -67,6 +67,8 @@ func run(m *testing.M) int {
 	restConfig, err = env.Start()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "starting envtest with binaries from %s (run 'make tools'): %v\n", assets, err)
+		// Start may fail after the control plane is up (installing CRDs).
+		_ = env.Stop()
 		return 1
 	}
 	defer func() {
