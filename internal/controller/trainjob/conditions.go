@@ -64,10 +64,8 @@ func isTrue(conds []metav1.Condition, t string) bool {
 // IsFinished reports whether the TrainJob is Complete or Failed, and when it
 // became so.
 func IsFinished(tj *trainer.TrainJob) (bool, metav1.Time) {
-	for _, t := range []string{trainer.TrainJobComplete, trainer.TrainJobFailed} {
-		if c := findCondition(tj.Status.Conditions, t); c != nil && c.Status == metav1.ConditionTrue {
-			return true, c.LastTransitionTime
-		}
+	if c := tj.FinishedCondition(); c != nil {
+		return true, c.LastTransitionTime
 	}
 	return false, metav1.Time{}
 }

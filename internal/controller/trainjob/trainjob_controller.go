@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
+	"github.com/trainjob-operator/trainjob-operator/internal/metrics"
 )
 
 // ControllerName names the controller, its workqueue and its events.
@@ -46,6 +47,7 @@ type Reconciler struct {
 	apiReader client.Reader
 	recorder  events.EventRecorder
 	clock     clock.PassiveClock
+	deadlines *metrics.DueTimes
 	workers   int
 }
 
@@ -59,6 +61,12 @@ func WithClock(c clock.PassiveClock) Option {
 	return func(r *Reconciler) { r.clock = c }
 }
 
+// WithDeadlines sets where the active deadlines of running TrainJobs are
+// published.
+func WithDeadlines(d *metrics.DueTimes) Option {
+	return func(r *Reconciler) { r.deadlines = d }
+}
+
 // WithWorkers sets how many TrainJobs are reconciled at once.
 func WithWorkers(n int) Option {
 	return func(r *Reconciler) { r.workers = n }
@@ -68,7 +76,10 @@ func WithWorkers(n int) Option {
 // the API server; apiReader reads from the API server and is used before
 // decisions a stale cache could get wrong.
 func NewReconciler(c client.Client, apiReader client.Reader, recorder events.EventRecorder, opts ...Option) *Reconciler {
-	r := &Reconciler{client: c, apiReader: apiReader, recorder: recorder, clock: clock.RealClock{}, workers: 5}
+	r := &Reconciler{
+		client: c, apiReader: apiReader, recorder: recorder,
+		clock: clock.RealClock{}, deadlines: metrics.DeadlineRemaining, workers: 5,
+	}
 	for _, o := range opts {
 		o(r)
 	}
@@ -91,11 +102,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{}, err
 		}
 		// The TrainJob is gone: let its children go too.
+		r.deadlines.Delete(req.NamespacedName)
 		return ctrl.Result{}, r.releaseLeftovers(ctx, req.NamespacedName)
 	}
 	log := ctrl.LoggerFrom(ctx)
 	if managedBy := ptr.Deref(tj.Spec.ManagedBy, trainer.DefaultManagedBy); managedBy != trainer.DefaultManagedBy {
 		log.V(3).Info("Skipping TrainJob managed by another controller", "managedBy", managedBy)
+		r.deadlines.Delete(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
 
@@ -109,6 +122,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	// Being deleted: the children's outcomes no longer matter.
 	if tj.DeletionTimestamp != nil {
+		r.deadlines.Delete(req.NamespacedName)
 		return ctrl.Result{}, r.releaseRecorded(ctx, &tj.Status, children, true)
 	}
 
@@ -128,13 +142,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !finished {
 		finished = r.decideFinished(next, fail, now)
 	}
-	if finished {
-		// Stop the children still running; retried until none is.
-		errs = append(errs, r.stopChildren(ctx, children))
-	} else {
+	var deadline time.Time
+	if !finished {
 		// Create what is missing, then follow spec.suspend.
 		errs = append(errs, r.ensureChildren(ctx, next, children, now))
 		errs = append(errs, r.syncSuspend(ctx, next, children, now))
+		// Enforce the active deadline, now that startTime is settled.
+		var expired *failure
+		if expired, deadline = activeDeadline(next, now.Time); expired != nil {
+			finished = r.decideFinished(next, expired, now)
+		}
+	}
+	if finished {
+		// Stop the children still running; retried until none is.
+		errs = append(errs, r.stopChildren(ctx, children))
 	}
 	updateJobsStatus(&next.Status, children)
 
@@ -153,10 +174,35 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		stored = next
 		r.emitEvents(&tj, next)
+		countFinished(&tj, next)
 	}
 	storedFinished, _ := IsFinished(stored)
 	errs = append(errs, r.releaseRecorded(ctx, &stored.Status, children, storedFinished))
-	return ctrl.Result{}, errors.Join(errs...)
+
+	// Requeue exactly at the active deadline.
+	key := client.ObjectKeyFromObject(&tj)
+	if deadline.IsZero() || storedFinished {
+		r.deadlines.Delete(key)
+		return ctrl.Result{}, errors.Join(errs...)
+	}
+	r.deadlines.Set(key, deadline)
+	return ctrl.Result{RequeueAfter: deadline.Sub(now.Time)}, errors.Join(errs...)
+}
+
+// countFinished counts a TrainJob that has just finished.
+func countFinished(old, cur *trainer.TrainJob) {
+	if was, _ := IsFinished(old); was {
+		return
+	}
+	for _, t := range []string{trainer.TrainJobComplete, trainer.TrainJobFailed} {
+		if c := findCondition(cur.Status.Conditions, t); c != nil && c.Status == metav1.ConditionTrue {
+			metrics.Finished.WithLabelValues(t, c.Reason).Inc()
+			if c.Reason == trainer.TrainJobDeadlineExceededReason {
+				metrics.DeadlineExceeded.Inc()
+			}
+			return
+		}
+	}
 }
 
 // decideFinished sets Failed or Complete when the TrainJob has finished, and

@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
+	"github.com/trainjob-operator/trainjob-operator/internal/metrics"
 	trainruntime "github.com/trainjob-operator/trainjob-operator/internal/runtime"
 	utiltesting "github.com/trainjob-operator/trainjob-operator/internal/util/testing"
 )
@@ -45,9 +46,10 @@ func testScheme() *runtime.Scheme {
 }
 
 type fixture struct {
-	r        *Reconciler
-	client   client.Client
-	recorder *events.FakeRecorder
+	r         *Reconciler
+	client    client.Client
+	recorder  *events.FakeRecorder
+	deadlines *metrics.DueTimes
 }
 
 func newFixture(t *testing.T, funcs *interceptor.Funcs, objs ...client.Object) *fixture {
@@ -59,17 +61,25 @@ func newFixture(t *testing.T, funcs *interceptor.Funcs, objs ...client.Object) *
 	}
 	cl := b.Build()
 	rec := events.NewFakeRecorder(100)
+	clk := testingclock.NewFakeClock(now)
+	deadlines := metrics.NewDeadlineRemaining(clk)
 	return &fixture{
-		r:        NewReconciler(cl, cl, rec, WithClock(testingclock.NewFakeClock(now))),
-		client:   cl,
-		recorder: rec,
+		r:         NewReconciler(cl, cl, rec, WithClock(clk), WithDeadlines(deadlines)),
+		client:    cl,
+		recorder:  rec,
+		deadlines: deadlines,
 	}
 }
 
 func (f *fixture) reconcile(t *testing.T, name string) error {
 	t.Helper()
-	_, err := f.r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: testNS, Name: name}})
+	_, err := f.reconcileResult(t, name)
 	return err
+}
+
+func (f *fixture) reconcileResult(t *testing.T, name string) (ctrl.Result, error) {
+	t.Helper()
+	return f.r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: testNS, Name: name}})
 }
 
 func (f *fixture) trainJob(t *testing.T, name string) *trainer.TrainJob {

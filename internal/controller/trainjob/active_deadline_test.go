@@ -1,0 +1,157 @@
+package trainjob
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+	batchv1 "k8s.io/api/batch/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
+	"github.com/trainjob-operator/trainjob-operator/internal/metrics"
+	utiltesting "github.com/trainjob-operator/trainjob-operator/internal/util/testing"
+)
+
+func TestActiveDeadline(t *testing.T) {
+	spec := utiltesting.MakeRuntimeSpec().Torch()
+	running := func(startedAgo time.Duration) *utiltesting.TrainJobWrapper {
+		return utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").StartTime(now.Add(-startedAgo)).
+			Condition(createdCond(1, now.Add(-startedAgo))).JobsStatus(nodeStep)
+	}
+	activeChild := func(tj *trainer.TrainJob) *batchv1.Job {
+		return utiltesting.WrapJob(childJob(t, tj, spec, 0)).Active(2).Obj()
+	}
+	const exceeded = "The TrainJob was active longer than its activeDeadlineSeconds (60s since 2026-03-01T09:58:30Z)"
+	cases := map[string]struct {
+		trainJob      *trainer.TrainJob
+		suspendedJob  bool
+		wantRequeue   time.Duration
+		wantFailed    string
+		wantStopped   bool
+		wantStartTime time.Time
+		wantRemaining []float64
+	}{
+		"unset: nothing to wait for": {
+			trainJob:      running(time.Hour).Obj(),
+			wantStartTime: now.Add(-time.Hour),
+		},
+		"not reached: requeue exactly at the deadline": {
+			trainJob:      running(30 * time.Second).Deadline(60).Obj(),
+			wantRequeue:   30 * time.Second,
+			wantStartTime: now.Add(-30 * time.Second),
+			wantRemaining: []float64{30},
+		},
+		"reached: Failed, Pods terminated": {
+			trainJob:      running(60 * time.Second).Deadline(60).Obj(),
+			wantFailed:    "The TrainJob was active longer than its activeDeadlineSeconds (60s since 2026-03-01T09:59:00Z)",
+			wantStopped:   true,
+			wantStartTime: now.Add(-60 * time.Second),
+		},
+		"extended while running: requeue at the new deadline": {
+			trainJob:      running(90 * time.Second).Deadline(120).Obj(),
+			wantRequeue:   30 * time.Second,
+			wantStartTime: now.Add(-90 * time.Second),
+			wantRemaining: []float64{30},
+		},
+		"shortened below the time already run: Failed now": {
+			trainJob:      running(90 * time.Second).Deadline(60).Obj(),
+			wantFailed:    exceeded,
+			wantStopped:   true,
+			wantStartTime: now.Add(-90 * time.Second),
+		},
+		"suspended: not counted": {
+			trainJob: running(time.Hour).Deadline(60).Suspend(true).
+				Condition(cond(trainer.TrainJobSuspended, "True", trainer.TrainJobSuspendedReason, "suspended", now.Add(-time.Minute))).Obj(),
+			suspendedJob:  true,
+			wantStartTime: now.Add(-time.Hour),
+		},
+		"resumed: counted from the resume": {
+			trainJob: running(time.Hour).Deadline(60).
+				Condition(cond(trainer.TrainJobSuspended, "True", trainer.TrainJobSuspendedReason, "suspended", now.Add(-time.Minute))).Obj(),
+			suspendedJob:  true,
+			wantRequeue:   60 * time.Second,
+			wantStartTime: now,
+			wantRemaining: []float64{60},
+		},
+		"finished: not enforced": {
+			trainJob: running(time.Hour).Deadline(60).
+				Condition(cond(trainer.TrainJobComplete, "True", trainer.TrainJobJobsCompletedReason, "done", now.Add(-time.Minute))).Obj(),
+			wantStartTime: now.Add(-time.Hour),
+		},
+		"beyond any clock: never, without overflow": {
+			trainJob:      running(time.Hour).Deadline(9_000_000_000_000_000_000).Obj(),
+			wantStartTime: now.Add(-time.Hour),
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			child := activeChild(tc.trainJob)
+			if tc.suspendedJob {
+				child = utiltesting.WrapJob(child).SuspendedByController(now.Add(-time.Minute)).Obj()
+			}
+			f := newFixture(t, nil, tc.trainJob.DeepCopy(), child, spec.ClusterRuntime("torch-distributed"))
+			before := testutil.ToFloat64(metrics.DeadlineExceeded)
+
+			res, err := f.reconcileResult(t, "tj")
+			if err != nil {
+				t.Fatalf("Reconcile: %v", err)
+			}
+			if res.RequeueAfter != tc.wantRequeue {
+				t.Errorf("RequeueAfter = %v, want %v", res.RequeueAfter, tc.wantRequeue)
+			}
+			got := f.trainJob(t, "tj")
+			failed := findCondition(got.Status.Conditions, trainer.TrainJobFailed)
+			switch {
+			case tc.wantFailed == "" && failed != nil:
+				t.Errorf("TrainJob failed: %+v", failed)
+			case tc.wantFailed != "":
+				want := cond(trainer.TrainJobFailed, "True", trainer.TrainJobDeadlineExceededReason, tc.wantFailed, now)
+				if diff := cmp.Diff(&want, failed); diff != "" {
+					t.Errorf("Failed condition (-want +got):\n%s", diff)
+				}
+				if got := testutil.ToFloat64(metrics.DeadlineExceeded) - before; got != 1 {
+					t.Errorf("trainjob_deadline_exceeded_total grew by %v, want 1", got)
+				}
+				if ev := f.events(); !cmp.Equal(ev, []string{"Warning DeadlineExceeded " + tc.wantFailed}) {
+					t.Errorf("events = %q, want one DeadlineExceeded warning", ev)
+				}
+			}
+			if got.Status.StartTime == nil || !got.Status.StartTime.Time.Equal(tc.wantStartTime) {
+				t.Errorf("startTime = %v, want %v", got.Status.StartTime, tc.wantStartTime)
+			}
+			var job batchv1.Job
+			if err := f.client.Get(t.Context(), client.ObjectKey{Namespace: testNS, Name: "tj-node-0"}, &job); err != nil {
+				t.Fatal(err)
+			}
+			if tc.wantStopped && !ptr.Deref(job.Spec.Suspend, false) {
+				t.Error("the running Job was not stopped")
+			}
+			remaining := collect(t, f.deadlines)
+			if diff := cmp.Diff(tc.wantRemaining, remaining, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("trainjob_active_deadline_remaining_seconds (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// collect returns the values of a collector's series.
+func collect(t *testing.T, d *metrics.DueTimes) []float64 {
+	t.Helper()
+	var out []float64
+	ch := make(chan prometheus.Metric, 10)
+	go func() { d.Collect(ch); close(ch) }()
+	for m := range ch {
+		var pb dto.Metric
+		if err := m.Write(&pb); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, pb.GetGauge().GetValue())
+	}
+	return out
+}
