@@ -4,6 +4,7 @@ package config
 import (
 	"fmt"
 	"os"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -36,6 +37,9 @@ func Load(path string) (*configv1alpha1.Configuration, error) {
 // Decode parses a Configuration strictly: unknown or duplicate fields are
 // errors.
 func Decode(data []byte) (*configv1alpha1.Configuration, error) {
+	if errs := checkDurations(data); len(errs) > 0 {
+		return nil, errs.ToAggregate()
+	}
 	cfg := &configv1alpha1.Configuration{}
 	if err := yaml.UnmarshalStrict(data, cfg); err != nil {
 		return nil, err
@@ -49,6 +53,53 @@ func Decode(data []byte) (*configv1alpha1.Configuration, error) {
 		errs = append(errs, field.Invalid(field.NewPath("kind"), cfg.Kind, "must be Configuration"))
 	}
 	return cfg, errs.ToAggregate()
+}
+
+// durationFields are the paths of the Configuration's durations.
+var durationFields = [][]string{
+	{"leaderElection", "leaseDuration"},
+	{"leaderElection", "renewDeadline"},
+	{"leaderElection", "retryPeriod"},
+	{"objectRetentionPolicies", "trainJobs", "afterFinished"},
+	{"objectRetentionPolicies", "trainJobs", "afterFailed"},
+	{"objectRetentionPolicies", "trainJobs", "afterSuspended"},
+}
+
+// checkDurations reports every duration that does not parse, by its field:
+// the decoder's own error would not say which field it is.
+func checkDurations(data []byte) field.ErrorList {
+	var raw map[string]any
+	if err := yaml.Unmarshal(data, &raw); err != nil {
+		return nil // the strict decode reports it
+	}
+	var errs field.ErrorList
+	for _, path := range durationFields {
+		v, ok := lookup(raw, path)
+		if !ok || v == nil {
+			continue
+		}
+		if s, isString := v.(string); isString {
+			if _, err := time.ParseDuration(s); err == nil {
+				continue
+			}
+		}
+		errs = append(errs, field.Invalid(field.NewPath(path[0], path[1:]...), v, "must be a duration such as 90s, 30m or 24h"))
+	}
+	return errs
+}
+
+func lookup(m map[string]any, path []string) (any, bool) {
+	var v any = m
+	for _, p := range path {
+		obj, ok := v.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if v, ok = obj[p]; !ok {
+			return nil, false
+		}
+	}
+	return v, true
 }
 
 // Validate checks a defaulted Configuration.
@@ -79,6 +130,28 @@ func Validate(cfg *configv1alpha1.Configuration) field.ErrorList {
 	}
 	if *cfg.Controller.TrainJobWorkers < 1 {
 		errs = append(errs, field.Invalid(field.NewPath("controller", "trainJobWorkers"), *cfg.Controller.TrainJobWorkers, "must be at least 1"))
+	}
+	if p := *cfg.Webhook.Port; *cfg.Webhook.Enable && (p < 1 || p > 65535) {
+		errs = append(errs, field.Invalid(field.NewPath("webhook", "port"), p, "must be a port number, 1 to 65535"))
+	}
+	if *cfg.Controller.TTLWorkers < 1 {
+		errs = append(errs, field.Invalid(field.NewPath("controller", "ttlWorkers"), *cfg.Controller.TTLWorkers, "must be at least 1"))
+	}
+	if p := cfg.ObjectRetentionPolicies; p != nil && p.TrainJobs != nil {
+		path := field.NewPath("objectRetentionPolicies", "trainJobs")
+		for _, d := range []struct {
+			name  string
+			value *metav1.Duration
+		}{
+			{"afterFinished", p.TrainJobs.AfterFinished},
+			{"afterFailed", p.TrainJobs.AfterFailed},
+			{"afterSuspended", p.TrainJobs.AfterSuspended},
+		} {
+			if d.value != nil && d.value.Duration < 0 {
+				errs = append(errs, field.Invalid(path.Child(d.name), d.value.Duration.String(),
+					"must be 0 (delete at once) or more; leave it unset to never delete"))
+			}
+		}
 	}
 	return errs
 }

@@ -58,7 +58,32 @@ controller:
 		},
 		"unparsable duration": {
 			file:     "apiVersion: config.trainer.kubeflow.org/v1alpha1\nkind: Configuration\nleaderElection:\n  leaseDuration: soon\n",
-			wantErrs: []string{"soon"},
+			wantErrs: []string{`leaderElection.leaseDuration: Invalid value: "soon": must be a duration`},
+		},
+		"retention policies": {
+			file: `apiVersion: config.trainer.kubeflow.org/v1alpha1
+kind: Configuration
+objectRetentionPolicies:
+  trainJobs:
+    afterFinished: 24h
+    afterFailed: 0s
+`,
+			want: func() *configv1alpha1.Configuration {
+				c := defaults()
+				c.ObjectRetentionPolicies = &configv1alpha1.ObjectRetentionPolicies{TrainJobs: &configv1alpha1.TrainJobRetentionPolicy{
+					AfterFinished: &metav1.Duration{Duration: 24 * time.Hour},
+					AfterFailed:   &metav1.Duration{},
+				}}
+				return c
+			},
+		},
+		"negative retention": {
+			file:     "apiVersion: config.trainer.kubeflow.org/v1alpha1\nkind: Configuration\nobjectRetentionPolicies:\n  trainJobs:\n    afterSuspended: -1h\n",
+			wantErrs: []string{`objectRetentionPolicies.trainJobs.afterSuspended: Invalid value: "-1h0m0s": must be 0 (delete at once) or more`},
+		},
+		"unparsable retention names the field": {
+			file:     "apiVersion: config.trainer.kubeflow.org/v1alpha1\nkind: Configuration\nobjectRetentionPolicies:\n  trainJobs:\n    afterFinished: 1 day\n    afterFailed: 3\n",
+			wantErrs: []string{`objectRetentionPolicies.trainJobs.afterFinished: Invalid value: "1 day": must be a duration`, "objectRetentionPolicies.trainJobs.afterFailed: Invalid value: 3: must be a duration"},
 		},
 		"invalid values name their field": {
 			file: `apiVersion: config.trainer.kubeflow.org/v1alpha1

@@ -34,6 +34,42 @@ type Configuration struct {
 	// controller configures the controllers.
 	// +optional
 	Controller *Controller `json:"controller,omitempty"`
+
+	// webhook configures the validating admission webhook server.
+	// +optional
+	Webhook *Webhook `json:"webhook,omitempty"`
+
+	// objectRetentionPolicies deletes TrainJobs automatically, cluster-wide,
+	// after they finished or stayed suspended for a while. A TrainJob's own
+	// spec.ttlSecondsAfterFinished always wins over these policies. Unset
+	// deletes nothing.
+	// +optional
+	ObjectRetentionPolicies *ObjectRetentionPolicies `json:"objectRetentionPolicies,omitempty"`
+}
+
+// ObjectRetentionPolicies holds the retention policies per kind of object.
+type ObjectRetentionPolicies struct {
+	// trainJobs configures the retention of TrainJobs.
+	// +optional
+	TrainJobs *TrainJobRetentionPolicy `json:"trainJobs,omitempty"`
+}
+
+// TrainJobRetentionPolicy says when TrainJobs are deleted. Each duration is
+// unset (never delete), 0 (delete at once) or positive.
+type TrainJobRetentionPolicy struct {
+	// afterFinished is how long a TrainJob is kept after it finished
+	// (Complete or Failed), when it sets no spec.ttlSecondsAfterFinished.
+	// +optional
+	AfterFinished *metav1.Duration `json:"afterFinished,omitempty"`
+
+	// afterFailed, when set, replaces afterFinished for Failed TrainJobs.
+	// +optional
+	AfterFailed *metav1.Duration `json:"afterFailed,omitempty"`
+
+	// afterSuspended is how long a TrainJob may stay suspended (Suspended
+	// condition True, without interruption) before it is deleted.
+	// +optional
+	AfterSuspended *metav1.Duration `json:"afterSuspended,omitempty"`
 }
 
 // LeaderElection configures leader election.
@@ -99,4 +135,27 @@ type Controller struct {
 	// Defaults to 5.
 	// +optional
 	TrainJobWorkers *int32 `json:"trainJobWorkers,omitempty"`
+
+	// ttlWorkers is how many TrainJobs the TTL-after-finished controller
+	// handles at once. Defaults to 5.
+	// +optional
+	TTLWorkers *int32 `json:"ttlWorkers,omitempty"`
+}
+
+// Webhook configures the admission webhook server.
+type Webhook struct {
+	// enable serves the validating webhook. Defaults to true. Without it the
+	// CRD schema still holds every rule it can express.
+	// +optional
+	Enable *bool `json:"enable,omitempty"`
+	// host the webhook server binds to. Defaults to all addresses.
+	// +optional
+	Host string `json:"host,omitempty"`
+	// port the webhook server listens on. Defaults to 9443.
+	// +optional
+	Port *int32 `json:"port,omitempty"`
+	// certDir holds the serving certificate, tls.crt and tls.key. Defaults
+	// to /tmp/k8s-webhook-server/serving-certs.
+	// +optional
+	CertDir string `json:"certDir,omitempty"`
 }

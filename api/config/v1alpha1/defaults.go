@@ -15,6 +15,9 @@ const (
 	DefaultQPS                    = 50
 	DefaultBurst                  = 100
 	DefaultTrainJobWorkers        = 5
+	DefaultTTLWorkers             = 5
+	DefaultWebhookPort            = 9443
+	DefaultWebhookCertDir         = "/tmp/k8s-webhook-server/serving-certs"
 )
 
 // SetDefaults fills in every field left out of c.
@@ -68,5 +71,20 @@ func SetDefaults(c *Configuration) {
 	}
 	if c.Controller.TrainJobWorkers == nil {
 		c.Controller.TrainJobWorkers = ptr.To[int32](DefaultTrainJobWorkers)
+	}
+	if c.Controller.TTLWorkers == nil {
+		c.Controller.TTLWorkers = ptr.To[int32](DefaultTTLWorkers)
+	}
+	if c.Webhook == nil {
+		c.Webhook = &Webhook{}
+	}
+	if c.Webhook.Enable == nil {
+		c.Webhook.Enable = ptr.To(true)
+	}
+	if c.Webhook.Port == nil {
+		c.Webhook.Port = ptr.To[int32](DefaultWebhookPort)
+	}
+	if c.Webhook.CertDir == "" {
+		c.Webhook.CertDir = DefaultWebhookCertDir
 	}
 }

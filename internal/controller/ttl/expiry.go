@@ -1,0 +1,46 @@
+package ttl
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	configv1alpha1 "github.com/trainjob-operator/trainjob-operator/api/config/v1alpha1"
+	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
+)
+
+// Expiry is when a TrainJob becomes eligible for deletion, and why.
+type Expiry struct {
+	// Since is when the state that started the clock began: the finish
+	// time, or when the TrainJob was last suspended.
+	Since time.Time
+	// At is Since plus the retention period.
+	At time.Time
+	// Policy names the rule, as in the metrics' policy label.
+	Policy string
+	// Reason says in words why the TrainJob is deleted.
+	Reason string
+}
+
+// ExpiryOf returns when tj is to be deleted, or nil if it is not: the
+// TrainJob's own TTL if it finished and has one, else the retention policy.
+func ExpiryOf(tj *trainer.TrainJob, retention *configv1alpha1.TrainJobRetentionPolicy) *Expiry {
+	if e := ttlAfterFinished(tj); e != nil {
+		return e
+	}
+	return retained(tj, retention)
+}
+
+// after returns since + d, saturating instead of overflowing.
+func after(since time.Time, d time.Duration) time.Time {
+	if d > 0 && since.After(time.Unix(0, math.MaxInt64).Add(-d)) {
+		return time.Unix(0, math.MaxInt64)
+	}
+	return since.Add(d)
+}
+
+func describe(c *metav1.Condition) string {
+	return fmt.Sprintf("it finished (%s, %s) at %s", c.Type, c.Reason, c.LastTransitionTime.UTC().Format(time.RFC3339))
+}

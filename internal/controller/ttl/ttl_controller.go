@@ -1,0 +1,200 @@
+// Package ttl holds the TTL-after-finished controller: it deletes TrainJobs
+// whose spec.ttlSecondsAfterFinished, or whose cluster retention policy, has
+// expired. As KEP-592 argues for Jobs, it is a controller of its own, with
+// its own workqueue, apart from the controller that runs TrainJobs.
+package ttl
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	configv1alpha1 "github.com/trainjob-operator/trainjob-operator/api/config/v1alpha1"
+	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
+	"github.com/trainjob-operator/trainjob-operator/internal/metrics"
+)
+
+// ControllerName names the controller, its workqueue and its events.
+const ControllerName = "trainjob-ttl-after-finished"
+
+// conflictRetry is when a TrainJob whose delete precondition failed is
+// looked at again, should no watch event bring it back sooner.
+const conflictRetry = time.Second
+
+// Reconciler deletes TrainJobs whose TTL or retention period expired.
+type Reconciler struct {
+	client    client.Client
+	apiReader client.Reader
+	recorder  events.EventRecorder
+	clock     clock.PassiveClock
+	retention *configv1alpha1.TrainJobRetentionPolicy
+	pending   *metrics.DueTimes
+	workers   int
+}
+
+var _ reconcile.Reconciler = (*Reconciler)(nil)
+
+// Option configures a Reconciler.
+type Option func(*Reconciler)
+
+// WithClock sets the clock the Reconciler reads the time from.
+func WithClock(c clock.PassiveClock) Option {
+	return func(r *Reconciler) { r.clock = c }
+}
+
+// WithRetention sets the cluster's retention policy for TrainJobs.
+func WithRetention(p *configv1alpha1.TrainJobRetentionPolicy) Option {
+	return func(r *Reconciler) { r.retention = p }
+}
+
+// WithPendingDeletions sets where the TrainJobs waiting for deletion are
+// counted.
+func WithPendingDeletions(d *metrics.DueTimes) Option {
+	return func(r *Reconciler) { r.pending = d }
+}
+
+// WithWorkers sets how many TrainJobs are handled at once.
+func WithWorkers(n int) Option {
+	return func(r *Reconciler) { r.workers = n }
+}
+
+// NewReconciler returns a Reconciler. c reads from the cache; apiReader
+// reads from the API server, and is what every deletion is decided on.
+func NewReconciler(c client.Client, apiReader client.Reader, recorder events.EventRecorder, opts ...Option) *Reconciler {
+	r := &Reconciler{
+		client: c, apiReader: apiReader, recorder: recorder,
+		clock: clock.RealClock{}, pending: metrics.PendingDeletions, workers: 5,
+	}
+	for _, o := range opts {
+		o(r)
+	}
+	return r
+}
+
+// +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainjobs,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch;update
+
+// Reconcile deletes the TrainJob if its TTL or retention period expired, and
+// otherwise asks to be called again when it will.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var tj trainer.TrainJob
+	if err := r.client.Get(ctx, req.NamespacedName, &tj); err != nil {
+		r.pending.Delete(req.NamespacedName)
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	exp := r.expiry(&tj)
+	if exp == nil {
+		r.pending.Delete(req.NamespacedName)
+		return ctrl.Result{}, nil
+	}
+	if wait := r.wait(ctx, exp); wait > 0 {
+		r.pending.Set(req.NamespacedName, exp.At)
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
+	// The cache says it expired. The cache may be behind a change that gave
+	// it more time, so decide again on the TrainJob as it is now.
+	return r.deleteIfExpired(ctx, req.NamespacedName)
+}
+
+// expiry is when tj is to be deleted, or nil for a TrainJob this controller
+// leaves alone.
+func (r *Reconciler) expiry(tj *trainer.TrainJob) *Expiry {
+	if tj.DeletionTimestamp != nil || ptr.Deref(tj.Spec.ManagedBy, trainer.DefaultManagedBy) != trainer.DefaultManagedBy {
+		return nil
+	}
+	return ExpiryOf(tj, r.retention)
+}
+
+// wait is how long until exp, or 0 if it has passed.
+func (r *Reconciler) wait(ctx context.Context, exp *Expiry) time.Duration {
+	now := r.clock.Now()
+	if exp.Since.After(now) {
+		ctrl.LoggerFrom(ctx).Info("Deletion deferred: the TrainJob finished or was suspended in the future as this manager's clock reads; check clock sync",
+			"since", exp.Since, "now", now, "deleteAt", exp.At)
+	}
+	if wait := exp.At.Sub(now); wait > 0 {
+		return wait
+	}
+	return 0
+}
+
+// deleteIfExpired reads the TrainJob from the API server, and deletes it if
+// it still has expired, with preconditions on its UID and resourceVersion:
+// if anything changed since that read, nothing is deleted and the decision
+// is taken again.
+func (r *Reconciler) deleteIfExpired(ctx context.Context, key types.NamespacedName) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	var tj trainer.TrainJob
+	if err := r.apiReader.Get(ctx, key, &tj); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.pending.Delete(key)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	exp := r.expiry(&tj)
+	if exp == nil {
+		r.pending.Delete(key)
+		return ctrl.Result{}, nil
+	}
+	if wait := r.wait(ctx, exp); wait > 0 {
+		log.V(2).Info("TrainJob has more time than the cache showed", "deleteAt", exp.At)
+		r.pending.Set(key, exp.At)
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
+
+	r.recorder.Eventf(&tj, nil, corev1.EventTypeNormal, "Deleting", "Delete", "Deleting the TrainJob: %s", exp.Reason)
+	err := r.client.Delete(ctx, &tj,
+		client.Preconditions{UID: &tj.UID, ResourceVersion: &tj.ResourceVersion},
+		client.PropagationPolicy(metav1.DeletePropagationForeground))
+	switch {
+	case apierrors.IsNotFound(err):
+		r.pending.Delete(key)
+		return ctrl.Result{}, nil
+	case apierrors.IsConflict(err):
+		log.V(2).Info("TrainJob changed just before its deletion; deciding again")
+		return ctrl.Result{RequeueAfter: conflictRetry}, nil
+	case err != nil:
+		return ctrl.Result{}, err
+	}
+	latency := r.clock.Since(exp.At)
+	log.Info("Deleted TrainJob", "policy", exp.Policy, "reason", exp.Reason, "latency", latency)
+	metrics.TTLDeletions.WithLabelValues(exp.Policy).Inc()
+	metrics.TTLDeletionLatency.Observe(latency.Seconds())
+	r.pending.Delete(key)
+	return ctrl.Result{}, nil
+}
+
+// SetupWithManager registers the controller with mgr.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(ControllerName).
+		For(&trainer.TrainJob{}).
+		WithEventFilter(predicate.Funcs{UpdateFunc: r.mayExpire}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.workers}).
+		Complete(r)
+}
+
+// mayExpire lets through the updates of TrainJobs that have, or had, an
+// expiry: the others have nothing for this controller to do.
+func (r *Reconciler) mayExpire(e event.UpdateEvent) bool {
+	oldTJ, okOld := e.ObjectOld.(*trainer.TrainJob)
+	newTJ, okNew := e.ObjectNew.(*trainer.TrainJob)
+	if !okOld || !okNew {
+		return true
+	}
+	return r.expiry(oldTJ) != nil || r.expiry(newTJ) != nil
+}
