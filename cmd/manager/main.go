@@ -24,6 +24,9 @@ func main() {
 		insecureMetr bool
 		qps          float64
 		burst        int
+		webhooks     bool
+		webhookPort  int
+		certDir      string
 	)
 	flag.StringVar(&configFile, "config", "", "Path to the Configuration file (config.trainer.kubeflow.org/v1alpha1). Flags set on the command line override it.")
 	flag.StringVar(&metricsAddr, "metrics-bind-address", "", "Address the metrics endpoint binds to; \"0\" turns it off. Default :8443.")
@@ -33,6 +36,9 @@ func main() {
 	flag.BoolVar(&insecureMetr, "metrics-insecure", false, "Serve metrics over plain HTTP without authentication (local development only).")
 	flag.Float64Var(&qps, "kube-api-qps", 0, "Sustained requests per second to the API server. Default 50.")
 	flag.IntVar(&burst, "kube-api-burst", 0, "Requests allowed above the QPS for a short time. Default 100.")
+	flag.BoolVar(&webhooks, "webhook", true, "Serve the validating admission webhook (needs a serving certificate in --webhook-cert-dir).")
+	flag.IntVar(&webhookPort, "webhook-port", 0, "Port of the webhook server. Default 9443.")
+	flag.StringVar(&certDir, "webhook-cert-dir", "", "Directory with the webhook's tls.crt and tls.key. Default /tmp/k8s-webhook-server/serving-certs.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -58,6 +64,12 @@ func main() {
 			cfg.ClientConnection.QPS = ptr.To(float32(qps))
 		case "kube-api-burst":
 			cfg.ClientConnection.Burst = ptr.To(int32(burst))
+		case "webhook":
+			cfg.Webhook.Enable = ptr.To(webhooks)
+		case "webhook-port":
+			cfg.Webhook.Port = ptr.To(int32(webhookPort))
+		case "webhook-cert-dir":
+			cfg.Webhook.CertDir = certDir
 		}
 	})
 	if errs := config.Validate(cfg); len(errs) > 0 {

@@ -19,13 +19,18 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	configv1alpha1 "github.com/trainjob-operator/trainjob-operator/api/config/v1alpha1"
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
 	"github.com/trainjob-operator/trainjob-operator/internal/controller/trainjob"
+	"github.com/trainjob-operator/trainjob-operator/internal/controller/ttl"
+	"github.com/trainjob-operator/trainjob-operator/internal/metrics"
+	trainjobwebhook "github.com/trainjob-operator/trainjob-operator/internal/webhook"
 )
 
 // Scheme holds every type the manager reads or writes.
@@ -44,6 +49,9 @@ type Options struct {
 	// configuration does not say; required with leader election outside a
 	// cluster.
 	LeaderElectionNamespace string
+	// SkipNameValidation allows more than one manager in a process, one
+	// after the other (tests that restart the manager).
+	SkipNameValidation bool
 }
 
 // New returns a manager with every controller of the product set up.
@@ -70,7 +78,17 @@ func New(restConfig *rest.Config, cfg *configv1alpha1.Configuration, opts Option
 		leNamespace = opts.LeaderElectionNamespace
 	}
 
+	var webhookServer webhook.Server
+	if *cfg.Webhook.Enable {
+		webhookServer = webhook.NewServer(webhook.Options{
+			Host:    cfg.Webhook.Host,
+			Port:    int(*cfg.Webhook.Port),
+			CertDir: cfg.Webhook.CertDir,
+		})
+	}
+
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
+		WebhookServer:                 webhookServer,
 		Scheme:                        Scheme,
 		Metrics:                       metricsOpts,
 		HealthProbeBindAddress:        cfg.Health.HealthProbeBindAddress,
@@ -82,6 +100,7 @@ func New(restConfig *rest.Config, cfg *configv1alpha1.Configuration, opts Option
 		RenewDeadline:                 ptr.To(le.RenewDeadline.Duration),
 		RetryPeriod:                   ptr.To(le.RetryPeriod.Duration),
 		Cache:                         cache.Options{ByObject: childCaches()},
+		Controller:                    config.Controller{SkipNameValidation: ptr.To(opts.SkipNameValidation)},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
@@ -92,11 +111,29 @@ func New(restConfig *rest.Config, cfg *configv1alpha1.Configuration, opts Option
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return nil, err
 	}
+	if webhookServer != nil {
+		if err := mgr.AddReadyzCheck("webhook", webhookServer.StartedChecker()); err != nil {
+			return nil, err
+		}
+		if err := trainjobwebhook.NewTrainJobValidator(mgr.GetClient()).SetupWithManager(mgr); err != nil {
+			return nil, fmt.Errorf("setting up the TrainJob webhook: %w", err)
+		}
+	}
 
+	metrics.Register()
 	r := trainjob.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder(trainjob.ControllerName),
 		trainjob.WithClock(opts.Clock), trainjob.WithWorkers(int(*cfg.Controller.TrainJobWorkers)))
 	if err := r.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up %s: %w", trainjob.ControllerName, err)
+	}
+	var retention *configv1alpha1.TrainJobRetentionPolicy
+	if cfg.ObjectRetentionPolicies != nil {
+		retention = cfg.ObjectRetentionPolicies.TrainJobs
+	}
+	t := ttl.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder(ttl.ControllerName),
+		ttl.WithClock(opts.Clock), ttl.WithRetention(retention), ttl.WithWorkers(int(*cfg.Controller.TTLWorkers)))
+	if err := t.SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("setting up %s: %w", ttl.ControllerName, err)
 	}
 	return mgr, nil
 }
