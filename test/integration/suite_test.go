@@ -1,12 +1,16 @@
 // Package integration tests the manager against a real kube-apiserver and
-// etcd (envtest, binaries from bin/). There is no Job controller: the tests
-// write the child Jobs' status themselves, as the Job controller would.
+// etcd (envtest, binaries from bin/), with the validating webhook served
+// through the API server and kube-controller-manager's garbage collector
+// running, so that deletions cascade as in a cluster. There is no Job
+// controller: the tests write the child Jobs' status themselves, as the Job
+// controller would.
 package integration
 
 import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -41,6 +45,11 @@ var (
 	restConfig *rest.Config
 	kubeconfig string
 	repoRoot   string
+	binDir     string
+	webhooks   *envtest.WebhookInstallOptions
+
+	// running is the manager under test.
+	running *runningManager
 )
 
 func TestMain(m *testing.M) {
@@ -55,18 +64,21 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		assets = filepath.Join(repoRoot, "bin")
+	binDir = os.Getenv("KUBEBUILDER_ASSETS")
+	if binDir == "" {
+		binDir = filepath.Join(repoRoot, "bin")
 	}
 	env := &envtest.Environment{
 		CRDDirectoryPaths:     []string{filepath.Join(repoRoot, "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
-		BinaryAssetsDirectory: assets,
+		BinaryAssetsDirectory: binDir,
+		WebhookInstallOptions: envtest.WebhookInstallOptions{
+			Paths: []string{filepath.Join(repoRoot, "config", "webhook")},
+		},
 	}
 	restConfig, err = env.Start()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "starting envtest with binaries from %s (run 'make tools'): %v\n", assets, err)
+		fmt.Fprintf(os.Stderr, "starting envtest with binaries from %s (run 'make tools'): %v\n", binDir, err)
 		// Start may fail after the control plane is up (installing CRDs).
 		_ = env.Stop()
 		return 1
@@ -76,6 +88,7 @@ func run(m *testing.M) int {
 			fmt.Fprintln(os.Stderr, "stopping envtest:", err)
 		}
 	}()
+	webhooks = &env.WebhookInstallOptions
 
 	k8s, err = client.New(restConfig, client.Options{Scheme: manager.Scheme})
 	if err != nil {
@@ -89,25 +102,18 @@ func run(m *testing.M) int {
 	}
 	defer func() { _ = os.RemoveAll(filepath.Dir(kubeconfig)) }()
 
-	cfg := &configv1alpha1.Configuration{}
-	configv1alpha1.SetDefaults(cfg)
-	cfg.LeaderElection.LeaderElect = ptr.To(false)
-	cfg.Metrics.BindAddress = "0"
-	cfg.Health.HealthProbeBindAddress = "0"
-	mgr, err := manager.New(restConfig, cfg, manager.Options{})
+	stopGC, err := startGarbageCollector()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			fmt.Fprintln(os.Stderr, "manager:", err)
-		}
-	}()
+	defer stopGC()
+
+	if running, err = startManager(nil); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() { running.stop() }()
 	return m.Run()
 }
 
@@ -118,7 +124,102 @@ func zapLevel() zapcore.Level {
 	return zapcore.ErrorLevel // a passing run stays quiet
 }
 
-// writeKubeconfig writes a kubeconfig of the test API server for kubectl.
+// runningManager is a manager started by the suite.
+type runningManager struct {
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// startManager starts the product's manager against the test API server,
+// with the suite's settings changed by configure.
+func startManager(configure func(*configv1alpha1.Configuration)) (*runningManager, error) {
+	cfg := &configv1alpha1.Configuration{}
+	configv1alpha1.SetDefaults(cfg)
+	cfg.LeaderElection.LeaderElect = ptr.To(false)
+	cfg.Metrics.BindAddress = "0"
+	cfg.Health.HealthProbeBindAddress = "0"
+	cfg.Webhook.Host = webhooks.LocalServingHost
+	cfg.Webhook.Port = ptr.To(int32(webhooks.LocalServingPort))
+	cfg.Webhook.CertDir = webhooks.LocalServingCertDir
+	if configure != nil {
+		configure(cfg)
+	}
+	mgr, err := manager.New(restConfig, cfg, manager.Options{SkipNameValidation: true})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &runningManager{cancel: cancel, done: make(chan error, 1)}
+	go func() { m.done <- mgr.Start(ctx) }()
+	// Wait until the webhook serves, or the API server would refuse
+	// TrainJobs.
+	deadline := time.Now().Add(timeout)
+	for {
+		if err := mgr.GetWebhookServer().StartedChecker()(nil); err == nil {
+			return m, nil
+		}
+		if time.Now().After(deadline) {
+			m.stop()
+			return nil, fmt.Errorf("the webhook server did not start within %v", timeout)
+		}
+		time.Sleep(interval)
+	}
+}
+
+// stop stops the manager and waits for it to return.
+func (m *runningManager) stop() {
+	m.cancel()
+	if err := <-m.done; err != nil {
+		fmt.Fprintln(os.Stderr, "manager:", err)
+	}
+}
+
+// restartManager replaces the running manager by one configured by
+// configure, for the rest of the test; the default one comes back after it.
+func restartManager(t *testing.T, configure func(*configv1alpha1.Configuration)) {
+	t.Helper()
+	running.stop()
+	var err error
+	if running, err = startManager(configure); err != nil {
+		t.Fatalf("restarting the manager: %v", err)
+	}
+	t.Cleanup(func() {
+		running.stop()
+		if running, err = startManager(nil); err != nil {
+			t.Fatalf("restoring the default manager: %v", err)
+		}
+	})
+}
+
+// startGarbageCollector runs kube-controller-manager's garbage collector
+// against the test API server: envtest has none, and cascading deletion is
+// part of what the product relies on.
+func startGarbageCollector() (func(), error) {
+	cmd := exec.Command(filepath.Join(binDir, "kube-controller-manager"),
+		"--kubeconfig", kubeconfig,
+		"--controllers", "garbage-collector-controller",
+		"--leader-elect=false",
+		"--secure-port=0",
+		"--v=1",
+	)
+	logFile, err := os.CreateTemp("", "kube-controller-manager-*.log")
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting kube-controller-manager (run 'make tools'): %w", err)
+	}
+	return func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		_ = logFile.Close()
+		_ = os.Remove(logFile.Name())
+	}, nil
+}
+
+// writeKubeconfig writes a kubeconfig of the test API server for kubectl and
+// kube-controller-manager.
 func writeKubeconfig(env *envtest.Environment) (string, error) {
 	user, err := env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
 	if err != nil {
@@ -167,7 +268,13 @@ func eventually(t *testing.T, what string, check func() error) {
 // never checks for consistently that check keeps returning nil.
 func never(t *testing.T, what string, check func() error) {
 	t.Helper()
-	deadline := time.Now().Add(consistently)
+	neverFor(t, consistently, what, check)
+}
+
+// neverFor checks for d that check keeps returning nil.
+func neverFor(t *testing.T, d time.Duration, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
 		if err := check(); err != nil {
 			t.Fatalf("%s: %v", what, err)

@@ -1,0 +1,326 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	configv1alpha1 "github.com/trainjob-operator/trainjob-operator/api/config/v1alpha1"
+	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
+	utiltesting "github.com/trainjob-operator/trainjob-operator/internal/util/testing"
+)
+
+// finishTime returns when a finished TrainJob finished.
+func finishTime(t *testing.T, tj *trainer.TrainJob) time.Time {
+	t.Helper()
+	c := tj.FinishedCondition()
+	if c == nil {
+		t.Fatalf("TrainJob %s has not finished: %+v", tj.Name, tj.Status.Conditions)
+	}
+	return c.LastTransitionTime.Time
+}
+
+// waitDeletedNotBefore waits for a TrainJob to be gone, and fails if it is
+// gone before notBefore.
+func waitDeletedNotBefore(t *testing.T, ns, name string, notBefore time.Time) {
+	t.Helper()
+	var goneAt time.Time
+	eventually(t, "TrainJob "+name+" to be deleted", func() error {
+		_, err := getTrainJob(ns, name)
+		if apierrors.IsNotFound(err) {
+			goneAt = time.Now()
+			return nil
+		}
+		if err == nil && time.Now().Before(notBefore) {
+			return fmt.Errorf("still there, as it should be until %s", notBefore.Format(time.RFC3339Nano))
+		}
+		if err == nil {
+			return fmt.Errorf("still there, due at %s", notBefore.Format(time.RFC3339Nano))
+		}
+		return err
+	})
+	if goneAt.Before(notBefore) {
+		t.Fatalf("TrainJob %s deleted at %s, before it was due at %s", name, goneAt.Format(time.RFC3339Nano), notBefore.Format(time.RFC3339Nano))
+	}
+}
+
+// waitGone waits for an object to be deleted.
+func waitGone(t *testing.T, obj client.Object) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("%T %s to be gone", obj, obj.GetName()), func() error {
+		err := k8s.Get(context.Background(), client.ObjectKeyFromObject(obj), obj)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err == nil {
+			return fmt.Errorf("still there (deletionTimestamp %v, finalizers %v)", obj.GetDeletionTimestamp(), obj.GetFinalizers())
+		}
+		return err
+	})
+}
+
+func TestTTLDeletesTheTrainJobAndItsChildren(t *testing.T) {
+	ns := newNamespace(t)
+	torchRuntime(t, ns, utiltesting.MakeRuntimeSpec().Torch())
+	create(t, trainJobOn("tj", ns).NumNodes(2).TTL(2).Obj())
+	waitJob(t, ns, "tj-node-0")
+	setJobStatus(t, ns, "tj-node-0", func(w *utiltesting.JobWrapper) { w.Succeeded(time.Now()) })
+	tj := waitCondition(t, ns, "tj", trainer.TrainJobComplete, metav1.ConditionTrue, trainer.TrainJobJobsCompletedReason)
+
+	waitDeletedNotBefore(t, ns, "tj", finishTime(t, tj).Add(2*time.Second))
+	// Foreground deletion: the children went first.
+	waitGone(t, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tj"}})
+	job, err := getJob(ns, "tj-node-0")
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("child Job left behind: %v (err %v)", job.ObjectMeta, err)
+	}
+}
+
+func TestDeadlineFailsARunningTrainJob(t *testing.T) {
+	ns := newNamespace(t)
+	torchRuntime(t, ns, utiltesting.MakeRuntimeSpec().Torch())
+	create(t, trainJobOn("tj", ns).NumNodes(2).Deadline(3).Obj())
+	waitJob(t, ns, "tj-node-0")
+	setJobStatus(t, ns, "tj-node-0", func(w *utiltesting.JobWrapper) { w.Active(2) })
+
+	tj := waitCondition(t, ns, "tj", trainer.TrainJobFailed, metav1.ConditionTrue, trainer.TrainJobDeadlineExceededReason)
+	due := tj.Status.StartTime.Add(3 * time.Second)
+	if failedAt := finishTime(t, tj); failedAt.Before(due) || failedAt.After(due.Add(2*time.Second)) {
+		t.Errorf("failed at %s, want within 2s after the deadline %s", failedAt, due)
+	}
+	eventually(t, "the Pods to be terminated (child Job suspended)", func() error {
+		job, err := getJob(ns, "tj-node-0")
+		if err == nil && !ptr.Deref(job.Spec.Suspend, false) {
+			err = fmt.Errorf("child Job still running")
+		}
+		return err
+	})
+}
+
+// The manager is stopped while a TTL and a deadline are pending; a new one
+// acts on both at their time, neither early.
+func TestTimersSurviveARestart(t *testing.T) {
+	ns := newNamespace(t)
+	torchRuntime(t, ns, utiltesting.MakeRuntimeSpec().Torch())
+	create(t, trainJobOn("ttl", ns).TTL(6).Obj())
+	create(t, trainJobOn("deadline", ns).Deadline(6).Obj())
+	waitJob(t, ns, "ttl-node-0")
+	waitJob(t, ns, "deadline-node-0")
+	setJobStatus(t, ns, "deadline-node-0", func(w *utiltesting.JobWrapper) { w.Active(1) })
+	setJobStatus(t, ns, "ttl-node-0", func(w *utiltesting.JobWrapper) { w.Succeeded(time.Now()) })
+	finished := waitCondition(t, ns, "ttl", trainer.TrainJobComplete, metav1.ConditionTrue, trainer.TrainJobJobsCompletedReason)
+	var started time.Time
+	eventually(t, "the deadline TrainJob to start", func() error {
+		tj, err := getTrainJob(ns, "deadline")
+		if err == nil && tj.Status.StartTime == nil {
+			err = fmt.Errorf("no startTime")
+		}
+		if err == nil {
+			started = tj.Status.StartTime.Time
+		}
+		return err
+	})
+
+	running.stop()
+	time.Sleep(2 * time.Second) // nothing runs the timers now
+	var err error
+	running, err = startManager(nil)
+	if err != nil {
+		t.Fatalf("starting a new manager: %v", err)
+	}
+
+	deadline := waitCondition(t, ns, "deadline", trainer.TrainJobFailed, metav1.ConditionTrue, trainer.TrainJobDeadlineExceededReason)
+	if failedAt, due := finishTime(t, deadline), started.Add(6*time.Second); failedAt.Before(due) {
+		t.Errorf("deadline enforced at %s, before it was due at %s", failedAt, due)
+	}
+	waitDeletedNotBefore(t, ns, "ttl", finishTime(t, finished).Add(6*time.Second))
+}
+
+// A user gives a finished TrainJob more time just before its TTL expires: it
+// is not deleted.
+func TestTTLExtendedJustBeforeExpiry(t *testing.T) {
+	ns := newNamespace(t)
+	torchRuntime(t, ns, utiltesting.MakeRuntimeSpec().Torch())
+	create(t, trainJobOn("tj", ns).TTL(3).Obj())
+	waitJob(t, ns, "tj-node-0")
+	setJobStatus(t, ns, "tj-node-0", func(w *utiltesting.JobWrapper) { w.Succeeded(time.Now()) })
+	tj := waitCondition(t, ns, "tj", trainer.TrainJobComplete, metav1.ConditionTrue, trainer.TrainJobJobsCompletedReason)
+	expiry := finishTime(t, tj).Add(3 * time.Second)
+
+	time.Sleep(time.Until(expiry.Add(-700 * time.Millisecond)))
+	updateTrainJob(t, ns, "tj", func(tj *trainer.TrainJob) { tj.Spec.TTLSecondsAfterFinished = ptr.To[int32](3600) })
+	neverFor(t, time.Until(expiry.Add(3*time.Second)), "the TrainJob whose TTL was extended is kept", func() error {
+		_, err := getTrainJob(ns, "tj")
+		return err
+	})
+}
+
+// A finalizer someone else put on the TrainJob holds it: the TTL deletion
+// only marks it, and it goes once the finalizer is removed.
+func TestTTLHonoursFinalizers(t *testing.T) {
+	ns := newNamespace(t)
+	torchRuntime(t, ns, utiltesting.MakeRuntimeSpec().Torch())
+	tj := trainJobOn("tj", ns).TTL(0).Obj()
+	tj.Finalizers = []string{"example.com/archive-first"}
+	create(t, tj)
+	waitJob(t, ns, "tj-node-0")
+	setJobStatus(t, ns, "tj-node-0", func(w *utiltesting.JobWrapper) { w.Succeeded(time.Now()) })
+	eventually(t, "the TrainJob to be marked for deletion", func() error {
+		cur, err := getTrainJob(ns, "tj")
+		if err == nil && cur.DeletionTimestamp == nil {
+			err = fmt.Errorf("not marked")
+		}
+		return err
+	})
+	never(t, "the finalizer holds the TrainJob", func() error {
+		cur, err := getTrainJob(ns, "tj")
+		if err == nil && !strings.Contains(strings.Join(cur.Finalizers, ","), "example.com/archive-first") {
+			err = fmt.Errorf("finalizers changed: %v", cur.Finalizers)
+		}
+		return err
+	})
+	updateTrainJob(t, ns, "tj", func(tj *trainer.TrainJob) {
+		var keep []string
+		for _, f := range tj.Finalizers {
+			if f != "example.com/archive-first" {
+				keep = append(keep, f)
+			}
+		}
+		tj.Finalizers = keep
+	})
+	waitGone(t, &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tj"}})
+}
+
+func TestRetentionPolicies(t *testing.T) {
+	restartManager(t, func(cfg *configv1alpha1.Configuration) {
+		cfg.ObjectRetentionPolicies = &configv1alpha1.ObjectRetentionPolicies{TrainJobs: &configv1alpha1.TrainJobRetentionPolicy{
+			AfterFinished:  &metav1.Duration{Duration: time.Hour},
+			AfterFailed:    &metav1.Duration{Duration: time.Second},
+			AfterSuspended: &metav1.Duration{Duration: 2 * time.Second},
+		}}
+	})
+	ns := newNamespace(t)
+	torchRuntime(t, ns, utiltesting.MakeRuntimeSpec().Torch())
+	create(t, trainJobOn("failed", ns).Obj())
+	create(t, trainJobOn("complete", ns).Obj())
+	create(t, trainJobOn("complete-own-ttl", ns).TTL(1).Obj())
+	create(t, trainJobOn("suspended", ns).Suspend(true).Obj())
+	for _, name := range []string{"failed", "complete", "complete-own-ttl", "suspended"} {
+		waitJob(t, ns, name+"-node-0")
+	}
+	setJobStatus(t, ns, "failed-node-0", func(w *utiltesting.JobWrapper) { w.Failed("BackoffLimitExceeded", time.Now()) })
+	setJobStatus(t, ns, "complete-node-0", func(w *utiltesting.JobWrapper) { w.Succeeded(time.Now()) })
+	setJobStatus(t, ns, "complete-own-ttl-node-0", func(w *utiltesting.JobWrapper) { w.Succeeded(time.Now()) })
+
+	failed := waitCondition(t, ns, "failed", trainer.TrainJobFailed, metav1.ConditionTrue, trainer.TrainJobJobFailedReason)
+	waitDeletedNotBefore(t, ns, "failed", finishTime(t, failed).Add(time.Second))
+	ownTTL := waitCondition(t, ns, "complete-own-ttl", trainer.TrainJobComplete, metav1.ConditionTrue, trainer.TrainJobJobsCompletedReason)
+	waitDeletedNotBefore(t, ns, "complete-own-ttl", finishTime(t, ownTTL).Add(time.Second))
+	suspended := waitCondition(t, ns, "suspended", trainer.TrainJobSuspended, metav1.ConditionTrue, trainer.TrainJobSuspendedReason)
+	waitDeletedNotBefore(t, ns, "suspended", suspended.Status.Conditions[0].LastTransitionTime.Add(2*time.Second))
+	// afterFinished is an hour: the Complete one stays.
+	if _, err := getTrainJob(ns, "complete"); err != nil {
+		t.Errorf("Complete TrainJob under a 1h afterFinished policy: %v", err)
+	}
+}
+
+// The manager refuses to start on a configuration it cannot honour, and says
+// which field is wrong.
+func TestBadConfigurationStopsTheManager(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "manager")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/manager")
+	build.Dir = repoRoot
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the manager: %v\n%s", err, out)
+	}
+	cases := map[string]struct {
+		config string
+		want   string
+	}{
+		"negative retention": {
+			config: "objectRetentionPolicies:\n  trainJobs:\n    afterFinished: -5m\n",
+			want:   `objectRetentionPolicies.trainJobs.afterFinished: Invalid value: "-5m0s": must be 0 (delete at once) or more`,
+		},
+		"unparsable retention": {
+			config: "objectRetentionPolicies:\n  trainJobs:\n    afterFailed: a week\n",
+			want:   `objectRetentionPolicies.trainJobs.afterFailed: Invalid value: "a week": must be a duration`,
+		},
+		"misspelt field": {
+			config: "objectRetentionPolicy:\n  trainJobs: {}\n",
+			want:   `unknown field "objectRetentionPolicy"`,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "config.yaml")
+			data := "apiVersion: config.trainer.kubeflow.org/v1alpha1\nkind: Configuration\n" + tc.config
+			if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, bin, "--config", path, "--kubeconfig", kubeconfig)
+			out, err := cmd.CombinedOutput()
+			if ctx.Err() != nil {
+				t.Fatalf("the manager kept running on a bad configuration:\n%s", out)
+			}
+			if err == nil {
+				t.Fatalf("the manager exited 0 on a bad configuration:\n%s", out)
+			}
+			if !strings.Contains(string(out), tc.want) {
+				t.Errorf("output does not say %q:\n%s", tc.want, out)
+			}
+		})
+	}
+}
+
+// The webhook, served through the real API server: what kubectl shows.
+func TestWebhook(t *testing.T) {
+	ns := newNamespace(t)
+	torchRuntime(t, ns, utiltesting.MakeRuntimeSpec().Torch())
+	apply := func(manifest string) (string, error) {
+		path := filepath.Join(t.TempDir(), "tj.yaml")
+		if err := os.WriteFile(path, []byte(manifest), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return kubectl(t, "apply", "-n", ns, "-f", path)
+	}
+	trainJob := func(name, spec string) string {
+		return "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata:\n  name: " + name +
+			"\nspec:\n  runtimeRef:\n    kind: TrainingRuntime\n    name: torch\n" + spec
+	}
+
+	out, err := apply(trainJob("short-ttl", "  ttlSecondsAfterFinished: 10\n"))
+	if err != nil || !strings.Contains(out, "Warning: spec.ttlSecondsAfterFinished: 10: the TrainJob, its Jobs and its Pods' logs are deleted 10s after it finishes") {
+		t.Errorf("short TTL: want it accepted with a warning; err %v, output:\n%s", err, out)
+	}
+	out, err = apply(strings.Replace(trainJob("no-runtime", ""), "name: torch", "name: absent", 1))
+	if err != nil || !strings.Contains(out, `Warning: spec.runtimeRef: TrainingRuntime "absent" does not exist in namespace `+ns) {
+		t.Errorf("missing runtime: want it accepted with a warning; err %v, output:\n%s", err, out)
+	}
+	out, err = apply(trainJob("reserved", "  trainer:\n    env:\n    - name: PET_MASTER_ADDR\n      value: elsewhere\n"))
+	if err == nil || !strings.Contains(out, "spec.trainer.env[0].name: Forbidden: PET_MASTER_ADDR is set by the torch runtime") {
+		t.Errorf("reserved variable: want it refused naming the field; err %v, output:\n%s", err, out)
+	}
+
+	// A finished TrainJob cannot be suspended.
+	waitJob(t, ns, "short-ttl-node-0")
+	updateTrainJob(t, ns, "short-ttl", func(tj *trainer.TrainJob) { tj.Spec.TTLSecondsAfterFinished = ptr.To[int32](3600) })
+	setJobStatus(t, ns, "short-ttl-node-0", func(w *utiltesting.JobWrapper) { w.Succeeded(time.Now()) })
+	waitCondition(t, ns, "short-ttl", trainer.TrainJobComplete, metav1.ConditionTrue, trainer.TrainJobJobsCompletedReason)
+	out, err = kubectl(t, "patch", "trainjob", "short-ttl", "-n", ns, "--type=merge", "-p", `{"spec":{"suspend":true}}`)
+	if err == nil || !strings.Contains(out, "spec.suspend: Forbidden: the TrainJob finished (Complete, AllJobsCompleted); a finished TrainJob cannot be suspended") {
+		t.Errorf("suspending a finished TrainJob: want it refused; err %v, output:\n%s", err, out)
+	}
+}
