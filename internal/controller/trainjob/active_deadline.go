@@ -16,16 +16,9 @@ import (
 // none. It returns the failure once the deadline has passed, and otherwise
 // when it falls (the zero time if there is no deadline to wait for).
 func activeDeadline(tj *trainer.TrainJob, now time.Time) (*failure, time.Time) {
-	ads := tj.Spec.ActiveDeadlineSeconds
-	if ads == nil || tj.Status.StartTime == nil || ptr.Deref(tj.Spec.Suspend, false) {
-		return nil, time.Time{}
-	}
-	if finished, _ := IsFinished(tj); finished {
-		return nil, time.Time{}
-	}
-	due, ok := deadlineOf(tj.Status.StartTime.Time, *ads)
+	due, ok := ActiveDeadline(tj)
 	if !ok {
-		return nil, time.Time{} // beyond any clock: never
+		return nil, time.Time{}
 	}
 	if now.Before(due) {
 		return nil, due
@@ -33,8 +26,19 @@ func activeDeadline(tj *trainer.TrainJob, now time.Time) (*failure, time.Time) {
 	return &failure{
 		reason: trainer.TrainJobDeadlineExceededReason,
 		message: fmt.Sprintf("The TrainJob was active longer than its activeDeadlineSeconds (%ds since %s)",
-			*ads, tj.Status.StartTime.UTC().Format(time.RFC3339)),
+			*tj.Spec.ActiveDeadlineSeconds, tj.Status.StartTime.UTC().Format(time.RFC3339)),
 	}, due
+}
+
+// ActiveDeadline returns when a running TrainJob reaches its active
+// deadline, and false if the deadline does not run: none set, not started,
+// suspended, finished, or beyond any clock.
+func ActiveDeadline(tj *trainer.TrainJob) (time.Time, bool) {
+	ads := tj.Spec.ActiveDeadlineSeconds
+	if ads == nil || tj.Status.StartTime == nil || ptr.Deref(tj.Spec.Suspend, false) || tj.FinishedCondition() != nil {
+		return time.Time{}, false
+	}
+	return deadlineOf(tj.Status.StartTime.Time, *ads)
 }
 
 // maxDeadlineSeconds is the largest deadline a time.Duration holds.
