@@ -1,0 +1,401 @@
+// Package dev runs the product on a local control plane: etcd,
+// kube-apiserver, kube-controller-manager and kube-scheduler built from Go
+// modules into bin/, with simulated nodes (kwok) and the manager running as
+// a local process behind its validating webhook.
+package dev
+
+import (
+	"bytes"
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/trainjob-operator/trainjob-operator/internal/manager"
+)
+
+//go:embed stages.yaml
+var stages []byte
+
+// Options say where the local cluster lives and what it has.
+type Options struct {
+	// Root is the repository: config/ is read from it.
+	Root string
+	// BinDir holds the binaries `make tools build` builds. Defaults to
+	// Root/bin.
+	BinDir string
+	// WorkDir holds the cluster's state, kubeconfig, certificates and logs.
+	// Defaults to Root/.dev.
+	WorkDir string
+	// Name of the cluster. Defaults to trainjob-dev.
+	Name string
+	// Nodes is how many simulated nodes to create. Defaults to 4.
+	Nodes int
+	// Out receives one line per step.
+	Out io.Writer
+}
+
+func (o *Options) defaults() {
+	if o.BinDir == "" {
+		o.BinDir = filepath.Join(o.Root, "bin")
+	}
+	if o.WorkDir == "" {
+		o.WorkDir = filepath.Join(o.Root, ".dev")
+	}
+	if o.Name == "" {
+		o.Name = "trainjob-dev"
+	}
+	if o.Nodes == 0 {
+		o.Nodes = 4
+	}
+	if o.Out == nil {
+		o.Out = io.Discard
+	}
+}
+
+// Kubeconfig is where the cluster's kubeconfig is written.
+func (o Options) Kubeconfig() string {
+	o.defaults()
+	return filepath.Join(o.WorkDir, "kubeconfig")
+}
+
+// ManagerLog is the file the manager logs to.
+func (o Options) ManagerLog() string {
+	o.defaults()
+	return filepath.Join(o.WorkDir, "manager.log")
+}
+
+// state is what Up keeps in WorkDir/state.json, so that running it again,
+// or Down, finds what is there.
+type state struct {
+	WebhookPort int `json:"webhookPort"`
+	MetricsPort int `json:"metricsPort"`
+	HealthPort  int `json:"healthPort"`
+	ManagerPID  int `json:"managerPID"`
+}
+
+// Namespace the manager's objects go to.
+const systemNamespace = "trainjob-system"
+
+// ConfigMapName holds the manager's Configuration in the cluster, so that
+// trainctl can tell when retention policies delete TrainJobs.
+const ConfigMapName = "trainjob-operator-config"
+
+// devConfiguration is the manager's configuration in the dev cluster.
+const devConfiguration = `apiVersion: config.trainer.kubeflow.org/v1alpha1
+kind: Configuration
+leaderElection:
+  leaderElect: false
+objectRetentionPolicies:
+  trainJobs:
+    afterFinished: 1h
+    afterSuspended: 24h
+`
+
+var requiredBinaries = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kwokctl", "kubectl", "manager"}
+
+// Up starts the cluster and the manager, or finishes starting what is not
+// running; running it twice is safe.
+func Up(ctx context.Context, o Options) error {
+	o.defaults()
+	for _, b := range requiredBinaries {
+		if _, err := os.Stat(filepath.Join(o.BinDir, b)); err != nil {
+			return fmt.Errorf("%s is missing from %s: run 'make tools build' first", b, o.BinDir)
+		}
+	}
+	if err := os.MkdirAll(o.WorkDir, 0o755); err != nil {
+		return err
+	}
+	st, err := loadState(o)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+
+	if err := ensureKwokCluster(ctx, o); err != nil {
+		return err
+	}
+	cl, err := o.client()
+	if err != nil {
+		return err
+	}
+	if err := ensureNodes(ctx, cl, o); err != nil {
+		return err
+	}
+	step(o, "installing CRDs, RBAC, runtimes and the manager's configuration")
+	if err := ensureNamespace(ctx, cl, systemNamespace); err != nil {
+		return err
+	}
+	for _, dir := range []string{"config/crd", "config/rbac", "config/runtimes"} {
+		if err := kubectl(ctx, o, "apply", "--server-side", "--force-conflicts", "-k", filepath.Join(o.Root, dir)); err != nil {
+			return err
+		}
+	}
+	configPath := filepath.Join(o.WorkDir, "config.yaml")
+	if err := os.WriteFile(configPath, []byte(devConfiguration), 0o644); err != nil {
+		return err
+	}
+	if err := applyConfigMap(ctx, cl, devConfiguration); err != nil {
+		return err
+	}
+
+	ca, err := ensureCerts(filepath.Join(o.WorkDir, "certs"), time.Now())
+	if err != nil {
+		return err
+	}
+	if err := ensureManager(ctx, o, &st, configPath); err != nil {
+		return err
+	}
+	if err := saveState(o, st); err != nil {
+		return err
+	}
+	step(o, "registering the validating webhook at https://127.0.0.1:%d", st.WebhookPort)
+	if err := applyWebhookConfiguration(ctx, cl, o, st.WebhookPort, ca); err != nil {
+		return err
+	}
+	step(o, "ready in %s: export KUBECONFIG=%s", time.Since(start).Round(100*time.Millisecond), o.Kubeconfig())
+	return nil
+}
+
+// Down stops the manager and deletes the cluster and its state. It leaves no
+// process or port behind.
+func Down(ctx context.Context, o Options) error {
+	o.defaults()
+	var errs []error
+	st, err := loadState(o)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if st.ManagerPID != 0 {
+		step(o, "stopping the manager (pid %d)", st.ManagerPID)
+		errs = append(errs, stopProcess(st.ManagerPID, 10*time.Second))
+	}
+	if exists, err := kwokClusterExists(ctx, o); err != nil {
+		errs = append(errs, err)
+	} else if exists {
+		step(o, "deleting cluster %s", o.Name)
+		errs = append(errs, kwokctl(ctx, o, "delete", "cluster", "--name", o.Name, "--kubeconfig", o.Kubeconfig()))
+		// kwokctl signals the components and returns; wait until they are
+		// gone, so their ports are free when Down returns.
+		errs = append(errs, waitNoProcess(filepath.Join(o.WorkDir, "kwok", "clusters", o.Name), 15*time.Second))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	step(o, "removing %s", o.WorkDir)
+	return os.RemoveAll(o.WorkDir)
+}
+
+func step(o Options, format string, args ...any) {
+	fmt.Fprintf(o.Out, "dev: "+format+"\n", args...)
+}
+
+func loadState(o Options) (state, error) {
+	var st state
+	data, err := os.ReadFile(filepath.Join(o.WorkDir, "state.json"))
+	if errors.Is(err, os.ErrNotExist) {
+		return st, nil
+	}
+	if err != nil {
+		return st, err
+	}
+	return st, json.Unmarshal(data, &st)
+}
+
+func saveState(o Options, st state) error {
+	data, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(o.WorkDir, "state.json"), data, 0o644)
+}
+
+func (o Options) client() (client.Client, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig())
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", o.Kubeconfig(), err)
+	}
+	return client.New(cfg, client.Options{Scheme: manager.Scheme})
+}
+
+// kwokctl runs kwokctl with the cluster's state under WorkDir/kwok.
+func kwokctl(ctx context.Context, o Options, args ...string) error {
+	return run(ctx, o, filepath.Join(o.BinDir, "kwokctl"), args...)
+}
+
+func kubectl(ctx context.Context, o Options, args ...string) error {
+	return run(ctx, o, filepath.Join(o.BinDir, "kubectl"), append([]string{"--kubeconfig", o.Kubeconfig()}, args...)...)
+}
+
+func run(ctx context.Context, o Options, bin string, args ...string) error {
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(os.Environ(), "KWOK_WORKDIR="+filepath.Join(o.WorkDir, "kwok"))
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s %s: %w\n%s", filepath.Base(bin), strings.Join(args, " "), err, out.String())
+	}
+	return nil
+}
+
+func kwokClusterExists(ctx context.Context, o Options) (bool, error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(o.BinDir, "kwokctl"), "get", "clusters")
+	cmd.Env = append(os.Environ(), "KWOK_WORKDIR="+filepath.Join(o.WorkDir, "kwok"))
+	out, err := cmd.Output()
+	if err != nil {
+		return false, fmt.Errorf("kwokctl get clusters: %w", err)
+	}
+	for _, line := range strings.Fields(string(out)) {
+		if line == o.Name {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// ensureKwokCluster creates the cluster, or starts it if it exists.
+func ensureKwokCluster(ctx context.Context, o Options) error {
+	exists, err := kwokClusterExists(ctx, o)
+	if err != nil {
+		return err
+	}
+	if exists {
+		step(o, "cluster %s exists; starting whatever of it is stopped", o.Name)
+		return kwokctl(ctx, o, "start", "cluster", "--name", o.Name, "--wait", "2m")
+	}
+	stagesPath := filepath.Join(o.WorkDir, "stages.yaml")
+	if err := os.WriteFile(stagesPath, stages, 0o644); err != nil {
+		return err
+	}
+	step(o, "creating cluster %s: etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok from %s", o.Name, o.BinDir)
+	bin := func(name string) string { return filepath.Join(o.BinDir, name) }
+	return kwokctl(ctx, o, "create", "cluster",
+		"--name", o.Name,
+		"--runtime", "binary",
+		"--etcd-binary", bin("etcd"),
+		"--kube-apiserver-binary", bin("kube-apiserver"),
+		"--kube-controller-manager-binary", bin("kube-controller-manager"),
+		"--kube-scheduler-binary", bin("kube-scheduler"),
+		"--kwok-controller-binary", bin("kwok"),
+		"--kubeconfig", o.Kubeconfig(),
+		"--config", stagesPath,
+		"--wait", "2m",
+	)
+}
+
+// NodeCapacity is what each simulated node offers.
+var NodeCapacity = corev1.ResourceList{
+	corev1.ResourceCPU:    resource.MustParse("32"),
+	corev1.ResourceMemory: resource.MustParse("256Gi"),
+	corev1.ResourcePods:   resource.MustParse("110"),
+	"nvidia.com/gpu":      resource.MustParse("8"),
+}
+
+func ensureNodes(ctx context.Context, cl client.Client, o Options) error {
+	step(o, "%d simulated nodes, each with %s CPUs, %s memory and %s nvidia.com/gpu",
+		o.Nodes, NodeCapacity.Cpu(), NodeCapacity.Memory(), ptrQuantity(NodeCapacity, "nvidia.com/gpu"))
+	for i := range o.Nodes {
+		node := &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{
+				Name:        fmt.Sprintf("kwok-node-%d", i),
+				Annotations: map[string]string{"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+				Labels:      map[string]string{"type": "kwok", "kubernetes.io/hostname": fmt.Sprintf("kwok-node-%d", i)},
+			},
+			Status: corev1.NodeStatus{Allocatable: NodeCapacity, Capacity: NodeCapacity},
+		}
+		if err := cl.Create(ctx, node); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating node %s: %w", node.Name, err)
+		}
+	}
+	return nil
+}
+
+func ptrQuantity(l corev1.ResourceList, name corev1.ResourceName) string {
+	q := l[name]
+	return q.String()
+}
+
+func ensureNamespace(ctx context.Context, cl client.Client, name string) error {
+	err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}
+
+func applyConfigMap(ctx context.Context, cl client.Client, config string) error {
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: ConfigMapName, Namespace: systemNamespace},
+		Data:       map[string]string{"config.yaml": config},
+	}
+	if err := cl.Create(ctx, cm); apierrors.IsAlreadyExists(err) {
+		return cl.Update(ctx, cm)
+	} else if err != nil {
+		return err
+	}
+	return nil
+}
+
+// applyWebhookConfiguration registers the generated webhook configuration,
+// pointed at the manager on this machine.
+func applyWebhookConfiguration(ctx context.Context, cl client.Client, o Options, port int, ca []byte) error {
+	data, err := os.ReadFile(filepath.Join(o.Root, "config", "webhook", "manifests.yaml"))
+	if err != nil {
+		return err
+	}
+	var want admissionregistrationv1.ValidatingWebhookConfiguration
+	if err := yaml.UnmarshalStrict(data, &want); err != nil {
+		return fmt.Errorf("config/webhook/manifests.yaml: %w", err)
+	}
+	want.Name = "trainjob-operator-dev"
+	for i := range want.Webhooks {
+		w := &want.Webhooks[i]
+		path := "/"
+		if w.ClientConfig.Service != nil && w.ClientConfig.Service.Path != nil {
+			path = *w.ClientConfig.Service.Path
+		}
+		url := fmt.Sprintf("https://127.0.0.1:%d%s", port, path)
+		w.ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: ca}
+	}
+	var cur admissionregistrationv1.ValidatingWebhookConfiguration
+	err = cl.Get(ctx, client.ObjectKey{Name: want.Name}, &cur)
+	switch {
+	case apierrors.IsNotFound(err):
+		return cl.Create(ctx, &want)
+	case err != nil:
+		return err
+	}
+	want.ResourceVersion = cur.ResourceVersion
+	return cl.Update(ctx, &want)
+}
+
+func netListen(port int) (net.Listener, error) {
+	return net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+}
+
+// freePort asks the kernel for a free port on the loopback interface.
+func freePort() (int, error) {
+	l, err := netListen(0)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

@@ -1,0 +1,188 @@
+package dev
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// ensureManager starts the manager unless it already runs and is ready, and
+// waits until it is ready.
+func ensureManager(ctx context.Context, o Options, st *state, configPath string) error {
+	if st.ManagerPID != 0 && processAlive(st.ManagerPID) && ready(st.HealthPort) == nil {
+		step(o, "the manager is running (pid %d)", st.ManagerPID)
+		return nil
+	}
+	if st.ManagerPID != 0 && processAlive(st.ManagerPID) {
+		// Running but not ready: replace it.
+		if err := stopProcess(st.ManagerPID, 10*time.Second); err != nil {
+			return err
+		}
+	}
+	for _, port := range []*int{&st.WebhookPort, &st.MetricsPort, &st.HealthPort} {
+		if *port != 0 && portFree(*port) {
+			continue
+		}
+		p, err := freePort()
+		if err != nil {
+			return err
+		}
+		*port = p
+	}
+	logFile, err := os.OpenFile(o.ManagerLog(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = logFile.Close() }()
+	cmd := exec.Command(filepath.Join(o.BinDir, "manager"),
+		"--config", configPath,
+		"--kubeconfig", o.Kubeconfig(),
+		"--webhook-port", strconv.Itoa(st.WebhookPort),
+		"--webhook-cert-dir", filepath.Join(o.WorkDir, "certs"),
+		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", st.MetricsPort),
+		"--metrics-insecure",
+		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", st.HealthPort),
+	)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	// Its own session: the manager outlives `trainctl dev up` and does not
+	// get the terminal's Ctrl-C.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting the manager: %w", err)
+	}
+	st.ManagerPID = cmd.Process.Pid
+	go func() { _ = cmd.Wait() }() // reap it if it ends while we run
+	step(o, "started the manager (pid %d), logging to %s", st.ManagerPID, o.ManagerLog())
+
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := ready(st.HealthPort)
+		if err == nil {
+			return nil
+		}
+		if !processAlive(st.ManagerPID) {
+			return fmt.Errorf("the manager exited; the end of %s:\n%s", o.ManagerLog(), tail(o.ManagerLog(), 20))
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the manager is not ready after a minute (%w); see %s", err, o.ManagerLog())
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func ready(port int) error {
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", port))
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("readyz: %s", resp.Status)
+	}
+	return nil
+}
+
+// processAlive reports whether pid runs (a zombie does not).
+func processAlive(pid int) bool {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the command name, which is in parentheses.
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	return i >= 0 && i+2 < len(s) && s[i+2] != 'Z' && s[i+2] != 'X'
+}
+
+// stopProcess sends SIGTERM, and SIGKILL if pid still runs after grace.
+func stopProcess(pid int, grace time.Duration) error {
+	if !processAlive(pid) {
+		return nil
+	}
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return err
+	}
+	deadline := time.Now().Add(grace)
+	for time.Now().Before(deadline) {
+		if !processAlive(pid) {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return err
+	}
+	return nil
+}
+
+func portFree(port int) bool {
+	l, err := netListen(port)
+	if err != nil {
+		return false
+	}
+	_ = l.Close()
+	return true
+}
+
+func tail(path string, lines int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	all := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(all) > lines {
+		all = all[len(all)-lines:]
+	}
+	return strings.Join(all, "\n")
+}
+
+// waitNoProcess waits until no process runs a program from under dir.
+func waitNoProcess(dir string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		pids := processesUnder(dir)
+		if len(pids) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("processes %v of %s still run after %v", pids, dir, timeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// processesUnder lists the live processes whose executable is under dir.
+func processesUnder(dir string) []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil {
+			continue
+		}
+		exe, _, _ := strings.Cut(string(cmdline), "\x00")
+		if strings.HasPrefix(exe, dir+string(os.PathSeparator)) && processAlive(pid) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
