@@ -67,6 +67,22 @@ verify: generate manifests ## Fail if generated files, go.mod or formatting drif
 .PHONY: build
 build: ## Build the manager and trainctl into bin/.
 	go build -o $(BIN)/manager ./cmd/manager
+	go build -o $(BIN)/trainctl ./cmd/trainctl
+
+##@ Local cluster
+
+.PHONY: dev
+dev: tools build ## Run the product on a local control plane, apply the samples and show their lifecycles; Ctrl-C tears down.
+	$(BIN)/trainctl dev run
+
+.PHONY: dev-up
+dev-up: tools build ## Bring the local cluster and the manager up and leave them running (kubeconfig: .dev/kubeconfig).
+	$(BIN)/trainctl dev up
+
+.PHONY: dev-down
+dev-down: ## Stop the manager and delete the local cluster.
+	@test -x $(BIN)/trainctl || go build -o $(BIN)/trainctl ./cmd/trainctl
+	$(BIN)/trainctl dev down
 
 ##@ Tests
 

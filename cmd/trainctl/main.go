@@ -1,0 +1,19 @@
+// Command trainctl looks after TrainJobs (trainctl get, trainctl describe)
+// and runs the local development cluster (trainctl dev).
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/trainjob-operator/trainjob-operator/internal/cli"
+)
+
+func main() {
+	cmd := cli.NewCommand(os.Stdout, os.Stderr)
+	if err := cmd.ExecuteContext(context.Background()); err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(1)
+	}
+}

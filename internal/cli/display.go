@@ -1,0 +1,102 @@
+package cli
+
+import (
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/utils/ptr"
+
+	configv1alpha1 "github.com/trainjob-operator/trainjob-operator/api/config/v1alpha1"
+	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
+	"github.com/trainjob-operator/trainjob-operator/internal/controller/trainjob"
+	"github.com/trainjob-operator/trainjob-operator/internal/controller/ttl"
+)
+
+// state is a TrainJob's state in a word or two, with the reason when it
+// says more.
+func state(tj *trainer.TrainJob) string {
+	cond := func(t string) *metav1.Condition {
+		for i := range tj.Status.Conditions {
+			if tj.Status.Conditions[i].Type == t {
+				return &tj.Status.Conditions[i]
+			}
+		}
+		return nil
+	}
+	if ptr.Deref(tj.Spec.ManagedBy, trainer.DefaultManagedBy) != trainer.DefaultManagedBy {
+		return "ManagedElsewhere"
+	}
+	if c := tj.FinishedCondition(); c != nil {
+		if c.Type == trainer.TrainJobFailed {
+			return "Failed (" + c.Reason + ")"
+		}
+		return c.Type
+	}
+	if tj.DeletionTimestamp != nil {
+		return "Deleting"
+	}
+	if c := cond(trainer.TrainJobSuspended); c != nil && c.Status == metav1.ConditionTrue {
+		return "Suspended"
+	}
+	if ptr.Deref(tj.Spec.Suspend, false) {
+		return "Suspending"
+	}
+	if c := cond(trainer.TrainJobCreated); c != nil {
+		if c.Status == metav1.ConditionFalse {
+			return "Pending (" + c.Reason + ")"
+		}
+		return "Running"
+	}
+	return "Pending"
+}
+
+// deadlineIn says when the active deadline falls.
+func deadlineIn(tj *trainer.TrainJob, now time.Time) string {
+	due, ok := trainjob.ActiveDeadline(tj)
+	if !ok {
+		if tj.Spec.ActiveDeadlineSeconds != nil && ptr.Deref(tj.Spec.Suspend, false) && tj.FinishedCondition() == nil {
+			return "paused"
+		}
+		return "-"
+	}
+	return until(due, now)
+}
+
+// deletedIn says when the TrainJob is deleted, and by which rule.
+func deletedIn(tj *trainer.TrainJob, retention *configv1alpha1.TrainJobRetentionPolicy, now time.Time) string {
+	if tj.DeletionTimestamp != nil || ptr.Deref(tj.Spec.ManagedBy, trainer.DefaultManagedBy) != trainer.DefaultManagedBy {
+		return "-"
+	}
+	exp := ttl.ExpiryOf(tj, retention)
+	if exp == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%s (%s)", until(exp.At, now), exp.Policy)
+}
+
+// until is how long until t, or "now" once it passed.
+func until(t, now time.Time) string {
+	if !t.After(now) {
+		return "now"
+	}
+	return duration.HumanDuration(t.Sub(now))
+}
+
+// ago is how long ago t was, or "-" for no time.
+func ago(t *metav1.Time, now time.Time) string {
+	if t == nil || t.IsZero() {
+		return "-"
+	}
+	return duration.HumanDuration(now.Sub(t.Time))
+}
+
+// nodes is the number of trainer nodes the TrainJob asks for, or "-" when
+// it takes the runtime's.
+func nodes(tj *trainer.TrainJob) string {
+	if t := tj.Spec.Trainer; t != nil && t.NumNodes != nil {
+		return fmt.Sprint(*t.NumNodes)
+	}
+	return "-"
+}

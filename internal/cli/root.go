@@ -1,0 +1,107 @@
+// Package cli is trainctl: a command line for TrainJobs (a table of them,
+// the timeline of one) and for the local development cluster.
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	configv1alpha1 "github.com/trainjob-operator/trainjob-operator/api/config/v1alpha1"
+	"github.com/trainjob-operator/trainjob-operator/internal/config"
+	"github.com/trainjob-operator/trainjob-operator/internal/dev"
+	"github.com/trainjob-operator/trainjob-operator/internal/manager"
+)
+
+// globals are the flags every command shares.
+type globals struct {
+	kubeconfig    string
+	context       string
+	namespace     string
+	allNamespaces bool
+	configFile    string
+	out           io.Writer
+	now           func() time.Time
+}
+
+// NewCommand returns the trainctl command.
+func NewCommand(out, errOut io.Writer) *cobra.Command {
+	g := &globals{out: out, now: time.Now}
+	root := &cobra.Command{
+		Use:           "trainctl",
+		Short:         "Look after TrainJobs and run the local development cluster",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(out)
+	root.SetErr(errOut)
+	f := root.PersistentFlags()
+	f.StringVar(&g.kubeconfig, "kubeconfig", "", "Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
+	f.StringVar(&g.context, "context", "", "The kubeconfig context to use")
+	f.StringVarP(&g.namespace, "namespace", "n", "", "Namespace (default: the context's)")
+	f.BoolVarP(&g.allNamespaces, "all-namespaces", "A", false, "TrainJobs of every namespace")
+	f.StringVar(&g.configFile, "manager-config", "", "The manager's Configuration file, for the retention policies (default: the "+dev.ConfigMapName+" ConfigMap in trainjob-system, if readable)")
+	root.AddCommand(newGetCommand(g), newDescribeCommand(g), newDevCommand(g))
+	return root
+}
+
+// client returns a client of the cluster and the namespace to look in.
+func (g *globals) client() (client.Client, string, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = g.kubeconfig
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: g.context})
+	cfg, err := cc.ClientConfig()
+	if err != nil {
+		return nil, "", fmt.Errorf("no cluster to talk to: %w", err)
+	}
+	ns, _, err := cc.Namespace()
+	if err != nil {
+		return nil, "", err
+	}
+	if g.namespace != "" {
+		ns = g.namespace
+	}
+	cl, err := client.New(cfg, client.Options{Scheme: manager.Scheme})
+	return cl, ns, err
+}
+
+// retention returns the TrainJob retention policy of the manager: from
+// --manager-config, else from its ConfigMap, else none.
+func (g *globals) retention(ctx context.Context, cl client.Client) (*configv1alpha1.TrainJobRetentionPolicy, error) {
+	var data []byte
+	if g.configFile != "" {
+		cfg, err := config.Load(g.configFile)
+		if err != nil {
+			return nil, err
+		}
+		return policyOf(cfg), nil
+	}
+	var cm corev1.ConfigMap
+	err := cl.Get(ctx, client.ObjectKey{Namespace: "trainjob-system", Name: dev.ConfigMapName}, &cm)
+	if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
+		return nil, nil // no policy known: show TTLs only
+	}
+	if err != nil {
+		return nil, err
+	}
+	data = []byte(cm.Data["config.yaml"])
+	cfg, err := config.Decode(data)
+	if err != nil {
+		return nil, fmt.Errorf("ConfigMap trainjob-system/%s: %w", dev.ConfigMapName, err)
+	}
+	return policyOf(cfg), nil
+}
+
+func policyOf(cfg *configv1alpha1.Configuration) *configv1alpha1.TrainJobRetentionPolicy {
+	if cfg.ObjectRetentionPolicies == nil {
+		return nil
+	}
+	return cfg.ObjectRetentionPolicies.TrainJobs
+}
