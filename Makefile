@@ -15,6 +15,7 @@ GOLANGCI_LINT := $(BIN)/golangci-lint
 export KUBEBUILDER_ASSETS := $(BIN)
 GO_TEST_FLAGS ?= -count=1
 INTEGRATION_TIMEOUT ?= 20m
+E2E_TIMEOUT ?= 15m
 
 ##@ General
 
@@ -87,7 +88,7 @@ dev-down: ## Stop the manager and delete the local cluster.
 ##@ Tests
 
 .PHONY: test
-test: tools vet test-unit test-integration ## Run every test suite (builds the tools first if needed).
+test: tools vet test-unit test-integration test-e2e ## Run every test suite (builds the tools first if needed).
 
 .PHONY: test-unit
 test-unit: ## Run the unit tests.
@@ -97,3 +98,7 @@ test-unit: ## Run the unit tests.
 test-integration: ## Run the integration tests on envtest (real kube-apiserver and etcd).
 	@hack/build-tools.sh etcd kube-apiserver kubectl >/dev/null
 	go test $(GO_TEST_FLAGS) -timeout $(INTEGRATION_TIMEOUT) ./test/integration/...
+
+.PHONY: test-e2e
+test-e2e: tools build ## Run the end-to-end tests on a local cluster of their own (real Job controller, scheduler, kwok nodes).
+	go test $(GO_TEST_FLAGS) -timeout $(E2E_TIMEOUT) ./test/e2e/...

@@ -186,3 +186,23 @@ func processesUnder(dir string) []int {
 	}
 	return pids
 }
+
+// KillManager kills the manager with SIGKILL, as a crash would; Up starts
+// it again.
+func KillManager(o Options) error {
+	o.defaults()
+	st, err := loadState(o)
+	if err != nil {
+		return err
+	}
+	if st.ManagerPID == 0 || !processAlive(st.ManagerPID) {
+		return fmt.Errorf("no manager is running")
+	}
+	if err := syscall.Kill(st.ManagerPID, syscall.SIGKILL); err != nil {
+		return err
+	}
+	for processAlive(st.ManagerPID) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	return nil
+}

@@ -1,0 +1,360 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
+	"github.com/trainjob-operator/trainjob-operator/internal/dev"
+	utiltesting "github.com/trainjob-operator/trainjob-operator/internal/util/testing"
+)
+
+// Annotations that set how long a simulated Pod runs, and whether it fails.
+const (
+	runFor  = "pod-complete.stage.kwok.x-k8s.io/delay"
+	failFor = "pod-fail.stage.trainjob-operator.dev/delay"
+)
+
+// trainJob returns a TrainJob on the torch-distributed runtime the dev
+// cluster installs, whose Pods run for d.
+func trainJob(name, ns string, d time.Duration) *utiltesting.TrainJobWrapper {
+	return utiltesting.MakeTrainJob(name, ns).Annotation(runFor, d.String()).Command("torchrun", "train.py")
+}
+
+func create(t *testing.T, obj client.Object) {
+	t.Helper()
+	if err := k8s.Create(context.Background(), obj); err != nil {
+		t.Fatalf("creating %s: %v", obj.GetName(), err)
+	}
+}
+
+func getTrainJob(ns, name string) (*trainer.TrainJob, error) {
+	var tj trainer.TrainJob
+	err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &tj)
+	return &tj, err
+}
+
+func condition(tj *trainer.TrainJob, condType string) *metav1.Condition {
+	for i := range tj.Status.Conditions {
+		if tj.Status.Conditions[i].Type == condType {
+			return &tj.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// waitCondition waits until a condition is True with reason, and returns
+// the TrainJob.
+func waitCondition(t *testing.T, ns, name, condType, reason string) *trainer.TrainJob {
+	t.Helper()
+	var tj *trainer.TrainJob
+	eventually(t, fmt.Sprintf("TrainJob %s to be %s (%s)", name, condType, reason), func() (err error) {
+		if tj, err = getTrainJob(ns, name); err != nil {
+			return err
+		}
+		c := condition(tj, condType)
+		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != reason {
+			return fmt.Errorf("conditions: %+v", tj.Status.Conditions)
+		}
+		return nil
+	})
+	return tj
+}
+
+// pods returns the TrainJob's Pods that are not terminated.
+func pods(t *testing.T, ns, name string) []corev1.Pod {
+	t.Helper()
+	var list corev1.PodList
+	if err := k8s.List(context.Background(), &list, client.InNamespace(ns), client.MatchingLabels{trainer.TrainJobNameLabel: name}); err != nil {
+		t.Fatal(err)
+	}
+	return slices.DeleteFunc(list.Items, func(p corev1.Pod) bool {
+		return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+	})
+}
+
+// waitRunning waits until n Pods of the TrainJob run, and returns them.
+func waitRunning(t *testing.T, ns, name string, n int) []corev1.Pod {
+	t.Helper()
+	var running []corev1.Pod
+	eventually(t, fmt.Sprintf("%d Pods of %s to run", n, name), func() error {
+		running = slices.DeleteFunc(pods(t, ns, name), func(p corev1.Pod) bool { return p.Status.Phase != corev1.PodRunning })
+		if len(running) != n {
+			return fmt.Errorf("%d running", len(running))
+		}
+		return nil
+	})
+	return running
+}
+
+// waitNoPods waits until no Pod of the TrainJob is left, terminated or not.
+func waitNoPods(t *testing.T, d time.Duration, ns, name string) {
+	t.Helper()
+	eventuallyWithin(t, d, "every Pod of "+name+" to be gone", func() error {
+		var list corev1.PodList
+		if err := k8s.List(context.Background(), &list, client.InNamespace(ns), client.MatchingLabels{trainer.TrainJobNameLabel: name}); err != nil {
+			return err
+		}
+		var active []string
+		for _, p := range list.Items {
+			if p.Status.Phase == corev1.PodPending || p.Status.Phase == corev1.PodRunning {
+				active = append(active, p.Name)
+			}
+		}
+		if len(active) > 0 {
+			return fmt.Errorf("active: %v", active)
+		}
+		return nil
+	})
+}
+
+// waitGoneNotBefore waits until the TrainJob and all it owned are gone, and
+// fails if the TrainJob went before notBefore.
+func waitGoneNotBefore(t *testing.T, ns, name string, notBefore time.Time) {
+	t.Helper()
+	var goneAt time.Time
+	eventually(t, "TrainJob "+name+" to be deleted", func() error {
+		if _, err := getTrainJob(ns, name); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("still there (err %v), due at %s", err, notBefore.Format(time.RFC3339))
+		}
+		goneAt = time.Now()
+		return nil
+	})
+	if goneAt.Before(notBefore) {
+		t.Errorf("TrainJob %s deleted at %s, before it was due at %s", name, goneAt.Format(time.RFC3339Nano), notBefore.Format(time.RFC3339Nano))
+	}
+	eventually(t, "nothing of "+name+" to be left", func() error {
+		owned := client.MatchingLabels{trainer.TrainJobNameLabel: name}
+		var jobs batchv1.JobList
+		var ps corev1.PodList
+		var svcs corev1.ServiceList
+		for _, l := range []client.ObjectList{&jobs, &ps, &svcs} {
+			if err := k8s.List(context.Background(), l, client.InNamespace(ns), owned); err != nil {
+				return err
+			}
+		}
+		if n := len(jobs.Items) + len(ps.Items) + len(svcs.Items); n > 0 {
+			return fmt.Errorf("%d Jobs, %d Pods, %d Services left", len(jobs.Items), len(ps.Items), len(svcs.Items))
+		}
+		return nil
+	})
+}
+
+func envOf(p *corev1.Pod) map[string]string {
+	out := map[string]string{}
+	for _, e := range p.Spec.Containers[0].Env {
+		out[e.Name] = e.Value
+	}
+	return out
+}
+
+// KEP-2899's user example, with its times shortened: ttl and deadline, on
+// torch-distributed with 2 nodes. It runs to Complete before its deadline,
+// its Pods carry the PET_* values torchrun reads, and its TTL deletes it
+// with everything it owned.
+func TestKEP2899ExampleRunsAndIsCleanedUp(t *testing.T) {
+	ns := newNamespace(t)
+	create(t, trainJob("my-training", ns, 8*time.Second).NumNodes(2).TTL(5).Deadline(60).Obj())
+
+	running := waitRunning(t, ns, "my-training", 2)
+	for _, p := range running {
+		index := p.Annotations["batch.kubernetes.io/job-completion-index"]
+		want := map[string]string{
+			"PET_NNODES":         "2",
+			"PET_NPROC_PER_NODE": "auto",
+			"PET_NODE_RANK":      "", // from the completion index
+			"PET_MASTER_ADDR":    "my-training-node-0-0.my-training",
+			"PET_MASTER_PORT":    "29400",
+		}
+		got := envOf(&p)
+		for k := range got {
+			if _, ours := want[k]; !ours {
+				delete(got, k) // set by Kubernetes, such as JOB_COMPLETION_INDEX
+			}
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("Pod %s (index %s) env (-want +got):\n%s", p.Name, index, diff)
+		}
+		if got := p.Spec.Hostname + "." + p.Spec.Subdomain; got != "my-training-node-0-"+index+".my-training" {
+			t.Errorf("Pod %s has DNS name %s, want my-training-node-0-%s.my-training", p.Name, got, index)
+		}
+	}
+	tj := waitCondition(t, ns, "my-training", trainer.TrainJobComplete, trainer.TrainJobJobsCompletedReason)
+	if condition(tj, trainer.TrainJobFailed) != nil {
+		t.Errorf("TrainJob failed: %+v", tj.Status.Conditions)
+	}
+	waitGoneNotBefore(t, ns, "my-training", tj.FinishedCondition().LastTransitionTime.Add(5*time.Second))
+}
+
+// A TrainJob that would run ten minutes, with a 10s deadline: Failed with
+// DeadlineExceeded within 2s of the deadline, every Pod gone soon after.
+func TestDeadlineStopsALongTrainJob(t *testing.T) {
+	ns := newNamespace(t)
+	create(t, trainJob("long", ns, 10*time.Minute).NumNodes(2).Deadline(10).Obj())
+	waitRunning(t, ns, "long", 2)
+
+	tj := waitCondition(t, ns, "long", trainer.TrainJobFailed, trainer.TrainJobDeadlineExceededReason)
+	due := tj.Status.StartTime.Add(10 * time.Second)
+	failedAt := tj.FinishedCondition().LastTransitionTime.Time
+	if failedAt.Before(due) || failedAt.After(due.Add(2*time.Second)) {
+		t.Errorf("failed at %s, want within 2s after the deadline %s", failedAt.Format(time.RFC3339), due.Format(time.RFC3339))
+	}
+	waitNoPods(t, 15*time.Second, ns, "long")
+}
+
+// Suspended mid-run: its Pods go, and Suspended=True only once they are
+// gone. Resumed: new Pods, startTime reset, the deadline counted from the
+// resume (the run outlives the original deadline and completes).
+func TestSuspendAndResume(t *testing.T) {
+	ns := newNamespace(t)
+	create(t, trainJob("tj", ns, 15*time.Second).NumNodes(2).Deadline(20).Obj())
+	first := waitRunning(t, ns, "tj", 2)
+	tj, err := getTrainJob(ns, "tj")
+	if err != nil || tj.Status.StartTime == nil {
+		t.Fatalf("no startTime (err %v)", err)
+	}
+	started := tj.Status.StartTime.Time
+
+	time.Sleep(3 * time.Second)
+	patchSuspend(t, ns, "tj", true)
+	eventually(t, "Suspended=True", func() error {
+		tj, err := getTrainJob(ns, "tj")
+		if err != nil {
+			return err
+		}
+		if c := condition(tj, trainer.TrainJobSuspended); c == nil || c.Status != metav1.ConditionTrue {
+			if left := pods(t, ns, "tj"); len(left) == 0 {
+				return fmt.Errorf("no Pod left and still not Suspended")
+			}
+			return fmt.Errorf("not yet")
+		}
+		// Suspended=True: no Pod may be left.
+		if left := pods(t, ns, "tj"); len(left) > 0 {
+			t.Fatalf("Suspended=True with %d Pods still active", len(left))
+		}
+		return nil
+	})
+
+	time.Sleep(4 * time.Second)
+	patchSuspend(t, ns, "tj", false)
+	second := waitRunning(t, ns, "tj", 2)
+	for _, p := range second {
+		if slices.ContainsFunc(first, func(q corev1.Pod) bool { return q.UID == p.UID }) {
+			t.Errorf("Pod %s survived the suspension", p.Name)
+		}
+	}
+	tj, err = getTrainJob(ns, "tj")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !tj.Status.StartTime.After(started) {
+		t.Errorf("startTime after resume %s is not after the first start %s", tj.Status.StartTime, started)
+	}
+	if c := condition(tj, trainer.TrainJobSuspended); c == nil || c.Reason != trainer.TrainJobResumedReason {
+		t.Errorf("Suspended condition after resume: %+v", c)
+	}
+	// 20s from the first start has passed by the time it completes: only a
+	// deadline counted from the resume lets it complete.
+	tj = waitCondition(t, ns, "tj", trainer.TrainJobComplete, trainer.TrainJobJobsCompletedReason)
+	if finished := tj.FinishedCondition().LastTransitionTime.Time; !finished.After(started.Add(20 * time.Second)) {
+		t.Logf("completed at %s, before the original deadline %s: the check above proved nothing this time", finished, started.Add(20*time.Second))
+	}
+}
+
+func patchSuspend(t *testing.T, ns, name string, suspend bool) {
+	t.Helper()
+	patch := fmt.Appendf(nil, `{"spec":{"suspend":%t}}`, suspend)
+	tj := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	if err := k8s.Patch(context.Background(), tj, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatalf("setting suspend=%t: %v", suspend, err)
+	}
+}
+
+// A failing Pod fails the TrainJob, which is not run again.
+func TestFailingPodFailsTheTrainJob(t *testing.T) {
+	ns := newNamespace(t)
+	noRetries := utiltesting.MakeRuntimeSpec().Torch()
+	noRetries.Template.Spec.ReplicatedJobs[0].Template.Spec.BackoffLimit = ptr.To[int32](0)
+	create(t, noRetries.Runtime("no-retries", ns))
+	create(t, utiltesting.MakeTrainJob("tj", ns).RuntimeRef(trainer.TrainingRuntimeKind, "no-retries").
+		Annotation(failFor, "3s").NumNodes(2).Obj())
+
+	tj := waitCondition(t, ns, "tj", trainer.TrainJobFailed, trainer.TrainJobJobFailedReason)
+	t.Logf("failed: %s", tj.FinishedCondition().Message)
+	waitNoPods(t, 15*time.Second, ns, "tj")
+	consistently(t, 5*time.Second, "nothing is run again", func() error {
+		if left := pods(t, ns, "tj"); len(left) > 0 {
+			return fmt.Errorf("%d new Pods", len(left))
+		}
+		var jobs batchv1.JobList
+		if err := k8s.List(context.Background(), &jobs, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		if len(jobs.Items) != 1 {
+			return fmt.Errorf("%d Jobs, want the 1 that failed", len(jobs.Items))
+		}
+		return nil
+	})
+}
+
+// Kubeflow's own YAML runs to completion unchanged.
+func TestKubeflowYAMLRunsToCompletion(t *testing.T) {
+	ns := newNamespace(t)
+	compat := filepath.Join(repoRoot, "..", "shared", "compat")
+	for _, f := range []string{"kubeflow-torch-distributed-runtime.yaml", "kubeflow-multi-node-trainjob.yaml"} {
+		// As Kubeflow's instructions say: kubectl apply -f.
+		if out, err := kubectl("apply", "-n", ns, "-f", filepath.Join(compat, f)); err != nil {
+			t.Fatalf("kubectl apply -f %s: %v\n%s", f, err, out)
+		}
+	}
+	t.Cleanup(func() {
+		// Put the dev cluster's own runtime back.
+		if out, err := kubectl("apply", "--server-side", "--force-conflicts", "-k", filepath.Join(repoRoot, "config", "runtimes")); err != nil {
+			t.Errorf("restoring config/runtimes: %v\n%s", err, out)
+		}
+	})
+	waitRunning(t, ns, "multi-node-example", 3)
+	waitCondition(t, ns, "multi-node-example", trainer.TrainJobComplete, trainer.TrainJobJobsCompletedReason)
+}
+
+// The manager is killed (SIGKILL) while a TTL and a deadline are pending,
+// and started again: each action happens at its time, neither early.
+func TestManagerKilledWithTimersPending(t *testing.T) {
+	ns := newNamespace(t)
+	create(t, trainJob("ttl", ns, 2*time.Second).TTL(12).Obj())
+	create(t, trainJob("deadline", ns, 10*time.Minute).Deadline(12).Obj())
+	finished := waitCondition(t, ns, "ttl", trainer.TrainJobComplete, trainer.TrainJobJobsCompletedReason)
+	waitRunning(t, ns, "deadline", 1)
+	running, err := getTrainJob(ns, "deadline")
+	if err != nil || running.Status.StartTime == nil {
+		t.Fatalf("deadline TrainJob not started (err %v)", err)
+	}
+
+	if err := dev.KillManager(devOpts); err != nil {
+		t.Fatalf("killing the manager: %v", err)
+	}
+	time.Sleep(4 * time.Second)
+	if err := dev.Up(context.Background(), devOpts); err != nil {
+		t.Fatalf("starting the manager again: %v", err)
+	}
+
+	tj := waitCondition(t, ns, "deadline", trainer.TrainJobFailed, trainer.TrainJobDeadlineExceededReason)
+	due := running.Status.StartTime.Add(12 * time.Second)
+	if at := tj.FinishedCondition().LastTransitionTime.Time; at.Before(due) || at.After(due.Add(2*time.Second)) {
+		t.Errorf("deadline enforced at %s, want within 2s after %s", at.Format(time.RFC3339), due.Format(time.RFC3339))
+	}
+	waitGoneNotBefore(t, ns, "ttl", finished.FinishedCondition().LastTransitionTime.Add(12*time.Second))
+}

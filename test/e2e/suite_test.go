@@ -1,0 +1,172 @@
+// Package e2e runs the product on the local cluster `make dev` uses: the
+// real Job controller, garbage collector and scheduler of
+// kube-controller-manager and kube-scheduler, kwok nodes running the Pods,
+// and the manager as a process behind its webhook. It brings up a cluster
+// of its own and always tears it down.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"go.uber.org/zap/zapcore"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/trainjob-operator/trainjob-operator/internal/dev"
+	"github.com/trainjob-operator/trainjob-operator/internal/manager"
+)
+
+// Timeouts of the suite, in one place.
+const (
+	// timeout bounds a wait for something the cluster does in seconds.
+	timeout = 60 * time.Second
+	// interval is how often a wait polls.
+	interval = 200 * time.Millisecond
+)
+
+var (
+	k8s      client.Client
+	devOpts  dev.Options
+	repoRoot string
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) (code int) {
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
+	var err error
+	if repoRoot, err = filepath.Abs(filepath.Join("..", "..")); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	devOpts = dev.Options{
+		Root:    repoRoot,
+		WorkDir: filepath.Join(repoRoot, ".dev-e2e"),
+		Name:    "trainjob-e2e",
+		Nodes:   4,
+		Out:     os.Stderr,
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	// Tear down whatever came up, whatever happens.
+	defer func() {
+		downCtx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := dev.Down(downCtx, devOpts); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e: tearing down:", err)
+			code = 1
+		}
+	}()
+	// A run that was killed (a test timeout skips deferred functions) may
+	// have left its cluster: start from a clean slate.
+	if err := dev.Down(ctx, devOpts); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: clearing a previous run:", err)
+		return 1
+	}
+	start := time.Now()
+	if err := dev.Up(ctx, devOpts); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: bringing the cluster up:", err)
+		return 1
+	}
+	fmt.Fprintf(os.Stderr, "e2e: cluster ready in %s\n", time.Since(start).Round(time.Millisecond))
+	cfg, err := clientcmd.BuildConfigFromFlags("", devOpts.Kubeconfig())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if k8s, err = client.New(cfg, client.Options{Scheme: manager.Scheme}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return m.Run()
+}
+
+// newNamespace creates a namespace for one test; on failure it prints what
+// was in it; afterwards it deletes it.
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-"}}
+	if err := k8s.Create(context.Background(), ns); err != nil {
+		t.Fatalf("creating namespace: %v", err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			dump(t, ns.Name)
+		}
+		_ = k8s.Delete(context.Background(), ns)
+	})
+	return ns.Name
+}
+
+// dump logs the TrainJobs, Jobs, Pods and events of a namespace, and the end
+// of the manager's log, for a failed test.
+func dump(t *testing.T, ns string) {
+	t.Helper()
+	for _, args := range [][]string{
+		{"get", "trainjobs,jobs,pods,services", "-n", ns, "-o", "wide"},
+		{"get", "trainjobs", "-n", ns, "-o", "yaml"},
+		{"get", "events", "-n", ns, "--sort-by=.lastTimestamp"},
+	} {
+		out, _ := kubectl(args...)
+		t.Logf("kubectl %s:\n%s", strings.Join(args, " "), out)
+	}
+	if data, err := os.ReadFile(devOpts.ManagerLog()); err == nil {
+		lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+		t.Logf("manager log (last lines):\n%s", strings.Join(lines[max(0, len(lines)-40):], "\n"))
+	}
+}
+
+func kubectl(args ...string) (string, error) {
+	cmd := exec.Command(filepath.Join(repoRoot, "bin", "kubectl"), append([]string{"--kubeconfig", devOpts.Kubeconfig()}, args...)...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// eventually polls check until it returns nil, and fails the test with
+// what it waited for and the last error after timeout.
+func eventually(t *testing.T, what string, check func() error) {
+	t.Helper()
+	eventuallyWithin(t, timeout, what, check)
+}
+
+func eventuallyWithin(t *testing.T, d time.Duration, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %v for %s; last: %v", d, what, err)
+		}
+		time.Sleep(interval)
+	}
+}
+
+// consistently checks for d that check keeps returning nil.
+func consistently(t *testing.T, d time.Duration, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if err := check(); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(interval)
+	}
+}
