@@ -128,7 +128,7 @@ func waitGoneNotBefore(t *testing.T, ns, name string, notBefore time.Time) {
 	var goneAt time.Time
 	eventually(t, "TrainJob "+name+" to be deleted", func() error {
 		if _, err := getTrainJob(ns, name); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("still there (err %v), due at %s", err, notBefore.Format(time.RFC3339))
+			return fmt.Errorf("still there (err %w), due at %s", err, notBefore.Format(time.RFC3339))
 		}
 		goneAt = time.Now()
 		return nil
