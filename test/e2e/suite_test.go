@@ -27,6 +27,7 @@ import (
 
 	"github.com/trainjob-operator/trainjob-operator/internal/dev"
 	"github.com/trainjob-operator/trainjob-operator/internal/manager"
+	utiltesting "github.com/trainjob-operator/trainjob-operator/internal/util/testing"
 )
 
 // Timeouts of the suite, in one place.
@@ -141,32 +142,16 @@ func kubectl(args ...string) (string, error) {
 // what it waited for and the last error after timeout.
 func eventually(t *testing.T, what string, check func() error) {
 	t.Helper()
-	eventuallyWithin(t, timeout, what, check)
+	utiltesting.Eventually(t, timeout, interval, what, check)
 }
 
 func eventuallyWithin(t *testing.T, d time.Duration, what string, check func() error) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %v for %s; last: %v", d, what, err)
-		}
-		time.Sleep(interval)
-	}
+	utiltesting.Eventually(t, d, interval, what, check)
 }
 
 // consistently checks for d that check keeps returning nil.
 func consistently(t *testing.T, d time.Duration, what string, check func() error) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if err := check(); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(interval)
-	}
+	utiltesting.Consistently(t, d, interval, what, check)
 }

@@ -27,6 +27,7 @@ import (
 
 	configv1alpha1 "github.com/trainjob-operator/trainjob-operator/api/config/v1alpha1"
 	"github.com/trainjob-operator/trainjob-operator/internal/manager"
+	utiltesting "github.com/trainjob-operator/trainjob-operator/internal/util/testing"
 )
 
 // Timeouts of the suite, in one place.
@@ -252,33 +253,17 @@ func newNamespace(t *testing.T) string {
 // last error after timeout.
 func eventually(t *testing.T, what string, check func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %v for %s: %v", timeout, what, err)
-		}
-		time.Sleep(interval)
-	}
+	utiltesting.Eventually(t, timeout, interval, what, check)
 }
 
 // never checks for consistently that check keeps returning nil.
 func never(t *testing.T, what string, check func() error) {
 	t.Helper()
-	neverFor(t, consistently, what, check)
+	utiltesting.Consistently(t, consistently, interval, what, check)
 }
 
 // neverFor checks for d that check keeps returning nil.
 func neverFor(t *testing.T, d time.Duration, what string, check func() error) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if err := check(); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(interval)
-	}
+	utiltesting.Consistently(t, d, interval, what, check)
 }
