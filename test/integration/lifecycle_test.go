@@ -324,3 +324,19 @@ func TestWebhook(t *testing.T) {
 		t.Errorf("suspending a finished TrainJob: want it refused; err %v, output:\n%s", err, out)
 	}
 }
+
+// KEP-2899's "both fields set": the deadline fails the TrainJob, and the TTL
+// then counts from that failure.
+func TestDeadlineThenTTL(t *testing.T) {
+	ns := newNamespace(t)
+	torchRuntime(t, ns, utiltesting.MakeRuntimeSpec().Torch())
+	create(t, trainJobOn("tj", ns).Deadline(2).TTL(3).Obj())
+	waitJob(t, ns, "tj-node-0")
+	setJobStatus(t, ns, "tj-node-0", func(w *utiltesting.JobWrapper) { w.Active(1) })
+
+	tj := waitCondition(t, ns, "tj", trainer.TrainJobFailed, metav1.ConditionTrue, trainer.TrainJobDeadlineExceededReason)
+	if failedAt, due := finishTime(t, tj), tj.Status.StartTime.Add(2*time.Second); failedAt.Before(due) {
+		t.Errorf("failed at %s, before the deadline %s", failedAt, due)
+	}
+	waitDeletedNotBefore(t, ns, "tj", finishTime(t, tj).Add(3*time.Second))
+}
