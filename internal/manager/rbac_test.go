@@ -1,0 +1,81 @@
+package manager
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/util/yaml"
+)
+
+// The manager's RBAC is least privilege: no wildcard anywhere, no access to
+// Secrets, and no verb on a resource beyond what the controllers use.
+func TestRBACIsLeastPrivilege(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", "..", "config", "rbac", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no RBAC manifests found (err %v)", err)
+	}
+	var rules []rbacv1.PolicyRule
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+		for {
+			var role rbacv1.ClusterRole // a Role decodes the same
+			if err := dec.Decode(&role); err != nil {
+				break
+			}
+			if role.Kind != "ClusterRole" && role.Kind != "Role" {
+				continue
+			}
+			for _, r := range role.Rules {
+				for _, field := range [][]string{r.Verbs, r.Resources, r.APIGroups, r.NonResourceURLs} {
+					if slices.Contains(field, "*") {
+						t.Errorf("%s %s: wildcard in rule %+v", role.Kind, role.Name, r)
+					}
+				}
+				if slices.Contains(r.Resources, "secrets") {
+					t.Errorf("%s %s: access to Secrets: %+v", role.Kind, role.Name, r)
+				}
+				rules = append(rules, r)
+			}
+		}
+	}
+
+	// What each resource may be done to, at most.
+	allowed := map[string][]string{
+		"trainer.kubeflow.org/trainjobs":               {"get", "list", "watch", "update", "patch", "delete"},
+		"trainer.kubeflow.org/trainjobs/status":        {"get", "update", "patch"},
+		"trainer.kubeflow.org/trainjobs/finalizers":    {"update"},
+		"trainer.kubeflow.org/trainingruntimes":        {"get", "list", "watch"},
+		"trainer.kubeflow.org/clustertrainingruntimes": {"get", "list", "watch"},
+		"batch/jobs":                                  {"get", "list", "watch", "create", "patch"},
+		"/services":                                   {"get", "list", "watch", "create"},
+		"events.k8s.io/events":                        {"create", "patch", "update"},
+		"coordination.k8s.io/leases":                  {"get", "list", "watch", "create", "update", "patch"},
+		"authentication.k8s.io/tokenreviews":          {"create"},
+		"authorization.k8s.io/subjectaccessreviews":   {"create"},
+	}
+	for _, r := range rules {
+		for _, g := range r.APIGroups {
+			for _, res := range r.Resources {
+				key := g + "/" + res
+				ok, known := allowed[key]
+				if !known {
+					t.Errorf("access to %s is not expected: %+v", key, r)
+					continue
+				}
+				for _, v := range r.Verbs {
+					if !slices.Contains(ok, v) {
+						t.Errorf("verb %s on %s is more than the controllers need", v, key)
+					}
+				}
+			}
+		}
+	}
+}
