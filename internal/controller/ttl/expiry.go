@@ -2,7 +2,6 @@ package ttl
 
 import (
 	"fmt"
-	"math"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,14 +30,6 @@ func ExpiryOf(tj *trainer.TrainJob, retention *configv1alpha1.TrainJobRetentionP
 		return e
 	}
 	return retained(tj, retention)
-}
-
-// after returns since + d, saturating instead of overflowing.
-func after(since time.Time, d time.Duration) time.Time {
-	if d > 0 && since.After(time.Unix(0, math.MaxInt64).Add(-d)) {
-		return time.Unix(0, math.MaxInt64)
-	}
-	return since.Add(d)
 }
 
 func describe(c *metav1.Condition) string {

@@ -37,7 +37,7 @@ func retained(tj *trainer.TrainJob, p *configv1alpha1.TrainJobRetentionPolicy) *
 		}
 		return &Expiry{
 			Since:  done.LastTransitionTime.Time,
-			At:     after(done.LastTransitionTime.Time, d.Duration),
+			At:     done.LastTransitionTime.Add(d.Duration),
 			Policy: policy,
 			Reason: fmt.Sprintf("%s and the cluster's retention policy %s of %s expired", describe(done), policy, d.Duration),
 		}
@@ -49,7 +49,7 @@ func retained(tj *trainer.TrainJob, p *configv1alpha1.TrainJobRetentionPolicy) *
 		if c.Type == trainer.TrainJobSuspended && c.Status == metav1.ConditionTrue {
 			return &Expiry{
 				Since:  c.LastTransitionTime.Time,
-				At:     after(c.LastTransitionTime.Time, p.AfterSuspended.Duration),
+				At:     c.LastTransitionTime.Add(p.AfterSuspended.Duration),
 				Policy: metrics.PolicyAfterSuspended,
 				Reason: fmt.Sprintf("it has been suspended since %s and the cluster's retention policy afterSuspended of %s expired",
 					c.LastTransitionTime.UTC().Format(time.RFC3339), p.AfterSuspended.Duration),

@@ -21,7 +21,7 @@ func ttlAfterFinished(tj *trainer.TrainJob) *Expiry {
 	d := time.Duration(*ttl) * time.Second
 	return &Expiry{
 		Since:  done.LastTransitionTime.Time,
-		At:     after(done.LastTransitionTime.Time, d),
+		At:     done.LastTransitionTime.Add(d),
 		Policy: metrics.PolicyTTL,
 		Reason: fmt.Sprintf("%s and its ttlSecondsAfterFinished of %ds expired", describe(done), *ttl),
 	}
