@@ -152,13 +152,15 @@ func TestTimersSurviveARestart(t *testing.T) {
 func TestTTLExtendedJustBeforeExpiry(t *testing.T) {
 	ns := newNamespace(t)
 	torchRuntime(t, ns, utiltesting.MakeRuntimeSpec().Torch())
-	create(t, trainJobOn("tj", ns).TTL(3).Obj())
+	create(t, trainJobOn("tj", ns).TTL(5).Obj())
 	waitJob(t, ns, "tj-node-0")
 	setJobStatus(t, ns, "tj-node-0", func(w *utiltesting.JobWrapper) { w.Succeeded(time.Now()) })
 	tj := waitCondition(t, ns, "tj", trainer.TrainJobComplete, metav1.ConditionTrue, trainer.TrainJobJobsCompletedReason)
-	expiry := finishTime(t, tj).Add(3 * time.Second)
+	expiry := finishTime(t, tj).Add(5 * time.Second)
 
-	time.Sleep(time.Until(expiry.Add(-700 * time.Millisecond)))
+	// Far enough before the expiry that a loaded machine still lands the
+	// update first; the controller has the expiry queued all along.
+	time.Sleep(time.Until(expiry.Add(-2 * time.Second)))
 	updateTrainJob(t, ns, "tj", func(tj *trainer.TrainJob) { tj.Spec.TTLSecondsAfterFinished = ptr.To[int32](3600) })
 	neverFor(t, time.Until(expiry.Add(3*time.Second)), "the TrainJob whose TTL was extended is kept", func() error {
 		_, err := getTrainJob(ns, "tj")
@@ -206,15 +208,15 @@ func TestRetentionPolicies(t *testing.T) {
 	restartManager(t, func(cfg *configv1alpha1.Configuration) {
 		cfg.ObjectRetentionPolicies = &configv1alpha1.ObjectRetentionPolicies{TrainJobs: &configv1alpha1.TrainJobRetentionPolicy{
 			AfterFinished:  &metav1.Duration{Duration: time.Hour},
-			AfterFailed:    &metav1.Duration{Duration: time.Second},
-			AfterSuspended: &metav1.Duration{Duration: 2 * time.Second},
+			AfterFailed:    &metav1.Duration{Duration: 3 * time.Second},
+			AfterSuspended: &metav1.Duration{Duration: 4 * time.Second},
 		}}
 	})
 	ns := newNamespace(t)
 	torchRuntime(t, ns, utiltesting.MakeRuntimeSpec().Torch())
 	create(t, trainJobOn("failed", ns).Obj())
 	create(t, trainJobOn("complete", ns).Obj())
-	create(t, trainJobOn("complete-own-ttl", ns).TTL(1).Obj())
+	create(t, trainJobOn("complete-own-ttl", ns).TTL(3).Obj())
 	create(t, trainJobOn("suspended", ns).Suspend(true).Obj())
 	for _, name := range []string{"failed", "complete", "complete-own-ttl", "suspended"} {
 		waitJob(t, ns, name+"-node-0")
@@ -223,12 +225,14 @@ func TestRetentionPolicies(t *testing.T) {
 	setJobStatus(t, ns, "complete-node-0", func(w *utiltesting.JobWrapper) { w.Succeeded(time.Now()) })
 	setJobStatus(t, ns, "complete-own-ttl-node-0", func(w *utiltesting.JobWrapper) { w.Succeeded(time.Now()) })
 
+	// See each one finish (or be suspended) before any of them may go.
 	failed := waitCondition(t, ns, "failed", trainer.TrainJobFailed, metav1.ConditionTrue, trainer.TrainJobJobFailedReason)
-	waitDeletedNotBefore(t, ns, "failed", finishTime(t, failed).Add(time.Second))
 	ownTTL := waitCondition(t, ns, "complete-own-ttl", trainer.TrainJobComplete, metav1.ConditionTrue, trainer.TrainJobJobsCompletedReason)
-	waitDeletedNotBefore(t, ns, "complete-own-ttl", finishTime(t, ownTTL).Add(time.Second))
 	suspended := waitCondition(t, ns, "suspended", trainer.TrainJobSuspended, metav1.ConditionTrue, trainer.TrainJobSuspendedReason)
-	waitDeletedNotBefore(t, ns, "suspended", suspended.Status.Conditions[0].LastTransitionTime.Add(2*time.Second))
+
+	waitDeletedNotBefore(t, ns, "failed", finishTime(t, failed).Add(3*time.Second))
+	waitDeletedNotBefore(t, ns, "complete-own-ttl", finishTime(t, ownTTL).Add(3*time.Second))
+	waitDeletedNotBefore(t, ns, "suspended", suspended.Status.Conditions[0].LastTransitionTime.Add(4*time.Second))
 	// afterFinished is an hour: the Complete one stays.
 	if _, err := getTrainJob(ns, "complete"); err != nil {
 		t.Errorf("Complete TrainJob under a 1h afterFinished policy: %v", err)
