@@ -16,6 +16,11 @@ export KUBEBUILDER_ASSETS := $(BIN)
 GO_TEST_FLAGS ?= -count=1
 INTEGRATION_TIMEOUT ?= 20m
 E2E_TIMEOUT ?= 15m
+# How long each fuzz target runs: briefly in make test, longer on demand
+# (make test-fuzz FUZZ_TIME=10m).
+FUZZ_TIME ?= 5s
+FUZZ_TARGETS := internal/controller/ttl:FuzzExpiry internal/controller/trainjob:FuzzActiveDeadline \
+	internal/runtime:FuzzBuild internal/config:FuzzDecode
 
 ##@ General
 
@@ -88,11 +93,19 @@ dev-down: ## Stop the manager and delete the local cluster.
 ##@ Tests
 
 .PHONY: test
-test: tools vet test-unit test-integration test-e2e ## Run every test suite (builds the tools first if needed).
+test: tools vet test-unit test-fuzz test-integration test-e2e ## Run every test suite (builds the tools first if needed).
 
 .PHONY: test-unit
 test-unit: ## Run the unit tests.
 	go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v /test/)
+
+.PHONY: test-fuzz
+test-fuzz: ## Run each fuzz target for FUZZ_TIME (default 5s).
+	@for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t#*:}; \
+		echo "fuzz: $$name in ./$$pkg for $(FUZZ_TIME)"; \
+		go test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZ_TIME) ./$$pkg || exit 1; \
+	done
 
 .PHONY: test-integration
 test-integration: ## Run the integration tests on envtest (real kube-apiserver and etcd).

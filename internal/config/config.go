@@ -27,11 +27,15 @@ func Load(path string) (*configv1alpha1.Configuration, error) {
 			return nil, fmt.Errorf("configuration %s: %w", path, err)
 		}
 	}
-	configv1alpha1.SetDefaults(cfg)
-	if errs := Validate(cfg); len(errs) > 0 {
+	if errs := Validate(withDefaults(cfg)); len(errs) > 0 {
 		return nil, fmt.Errorf("configuration %s is invalid: %w", path, errs.ToAggregate())
 	}
 	return cfg, nil
+}
+
+func withDefaults(cfg *configv1alpha1.Configuration) *configv1alpha1.Configuration {
+	configv1alpha1.SetDefaults(cfg)
+	return cfg
 }
 
 // Decode parses a Configuration strictly: unknown or duplicate fields are

@@ -54,12 +54,12 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 		"trainer.kubeflow.org/trainjobs/finalizers":    {"update"},
 		"trainer.kubeflow.org/trainingruntimes":        {"get", "list", "watch"},
 		"trainer.kubeflow.org/clustertrainingruntimes": {"get", "list", "watch"},
-		"batch/jobs":                                  {"get", "list", "watch", "create", "patch"},
-		"/services":                                   {"get", "list", "watch", "create"},
-		"events.k8s.io/events":                        {"create", "patch", "update"},
-		"coordination.k8s.io/leases":                  {"get", "list", "watch", "create", "update", "patch"},
-		"authentication.k8s.io/tokenreviews":          {"create"},
-		"authorization.k8s.io/subjectaccessreviews":   {"create"},
+		"batch/jobs":                                {"get", "list", "watch", "create", "patch"},
+		"/services":                                 {"get", "list", "watch", "create"},
+		"events.k8s.io/events":                      {"create", "patch", "update"},
+		"coordination.k8s.io/leases":                {"get", "list", "watch", "create", "update", "patch"},
+		"authentication.k8s.io/tokenreviews":        {"create"},
+		"authorization.k8s.io/subjectaccessreviews": {"create"},
 	}
 	for _, r := range rules {
 		for _, g := range r.APIGroups {
