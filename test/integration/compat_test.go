@@ -208,7 +208,7 @@ func TestShippedManifestsApply(t *testing.T) {
 	if err := k8s.Create(context.Background(), system); client.IgnoreAlreadyExists(err) != nil {
 		t.Fatal(err)
 	}
-	for _, dir := range []string{"config/crd", "config/rbac", "config/runtimes"} {
+	for _, dir := range []string{"config/crd", "config/rbac", "config/runtimes", "config/default"} {
 		if out, err := kubectl(t, "apply", "--server-side", "--dry-run=server", "-k", filepath.Join(repoRoot, dir)); err != nil {
 			t.Errorf("kubectl apply -k %s: %v\n%s", dir, err, out)
 		}
