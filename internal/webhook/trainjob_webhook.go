@@ -24,7 +24,12 @@ import (
 // TrainJob may be gone before anyone looks at it.
 const MinRecommendedTTL = 60
 
-// +kubebuilder:webhook:path=/validate-trainer-kubeflow-org-v1alpha1-trainjob,mutating=false,failurePolicy=fail,sideEffects=None,groups=trainer.kubeflow.org,resources=trainjobs,verbs=create;update,versions=v1alpha1,name=vtrainjob.trainer.kubeflow.org,admissionReviewVersions=v1
+// The webhook checks creations and changes of spec only. An update that
+// leaves spec alone (finalizers, labels; the garbage collector finishing a
+// foreground deletion) has nothing to check, and must not wait on the
+// manager being up: the match condition keeps such requests away from it.
+//
+// +kubebuilder:webhook:path=/validate-trainer-kubeflow-org-v1alpha1-trainjob,mutating=false,failurePolicy=fail,sideEffects=None,groups=trainer.kubeflow.org,resources=trainjobs,verbs=create;update,versions=v1alpha1,name=vtrainjob.trainer.kubeflow.org,admissionReviewVersions=v1,patch=`{"matchConditions":[{"name":"creation-or-spec-change","expression":"request.operation == 'CREATE' || (!has(object.metadata.deletionTimestamp) && object.spec != oldObject.spec)"}]}`
 
 // TrainJobValidator validates TrainJobs on create and update.
 type TrainJobValidator struct {
