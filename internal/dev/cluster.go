@@ -296,6 +296,10 @@ func ensureKwokCluster(ctx context.Context, o Options) error {
 		"--kwok-controller-binary", bin("kwok"),
 		"--kubeconfig", o.Kubeconfig(),
 		"--config", stagesPath,
+		// kwok plays every node's kubelet: with the client limits of one
+		// process it would be the slowest part of the cluster, which real
+		// kubelets, one per node, are not.
+		"--disable-qps-limits",
 		"--wait", "2m",
 	)
 }
