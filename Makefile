@@ -93,7 +93,7 @@ dev-down: ## Stop the manager and delete the local cluster.
 ##@ Tests
 
 .PHONY: test
-test: tools vet test-unit test-fuzz test-integration test-e2e ## Run every test suite (builds the tools first if needed).
+test: tools vet test-unit test-fuzz test-integration test-e2e test-faults-short ## Run every test suite (builds the tools first if needed).
 
 .PHONY: test-unit
 test-unit: ## Run the unit tests.
@@ -115,3 +115,13 @@ test-integration: ## Run the integration tests on envtest (real kube-apiserver a
 .PHONY: test-e2e
 test-e2e: tools build ## Run the end-to-end tests on a local cluster of their own (real Job controller, scheduler, kwok nodes).
 	go test $(GO_TEST_FLAGS) -timeout $(E2E_TIMEOUT) ./test/e2e/...
+
+.PHONY: test-faults
+test-faults: tools build ## Fault scenarios on a local cluster of their own, full size (FAULTS_TRAINJOBS=500).
+	FAULTS_TRAINJOBS=$${FAULTS_TRAINJOBS:-500} go test $(GO_TEST_FLAGS) -v -timeout 60m ./test/faults/... 2>&1 | \
+		grep -vE '^=== (RUN|PAUSE|CONT)'
+
+.PHONY: test-faults-short
+test-faults-short: tools build ## The fault scenarios, small (60 TrainJobs), as make test runs them.
+	FAULTS_TRAINJOBS=60 go test $(GO_TEST_FLAGS) -v -timeout 20m ./test/faults/... 2>&1 | \
+		grep -vE '^=== (RUN|PAUSE|CONT)'

@@ -206,3 +206,17 @@ func KillManager(o Options) error {
 	}
 	return nil
 }
+
+// RestartManager starts the manager of a cluster that is up, if it is not
+// running, and waits until it is ready.
+func RestartManager(ctx context.Context, o Options) error {
+	o.defaults()
+	st, err := loadState(o)
+	if err != nil {
+		return err
+	}
+	if err := ensureManager(ctx, o, &st, filepath.Join(o.WorkDir, "config.yaml")); err != nil {
+		return err
+	}
+	return saveState(o, st)
+}

@@ -10,23 +10,16 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
-	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/clientcmd"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/trainjob-operator/trainjob-operator/internal/dev"
-	"github.com/trainjob-operator/trainjob-operator/internal/manager"
 	utiltesting "github.com/trainjob-operator/trainjob-operator/internal/util/testing"
 )
 
@@ -48,8 +41,7 @@ func TestMain(m *testing.M) {
 	os.Exit(run(m))
 }
 
-func run(m *testing.M) (code int) {
-	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
+func run(m *testing.M) int {
 	var err error
 	if repoRoot, err = filepath.Abs(filepath.Join("..", "..")); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -62,39 +54,7 @@ func run(m *testing.M) (code int) {
 		Nodes:   4,
 		Out:     os.Stderr,
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	// Tear down whatever came up, whatever happens.
-	defer func() {
-		downCtx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		if err := dev.Down(downCtx, devOpts); err != nil {
-			fmt.Fprintln(os.Stderr, "e2e: tearing down:", err)
-			code = 1
-		}
-	}()
-	// A run that was killed (a test timeout skips deferred functions) may
-	// have left its cluster: start from a clean slate.
-	if err := dev.Down(ctx, devOpts); err != nil {
-		fmt.Fprintln(os.Stderr, "e2e: clearing a previous run:", err)
-		return 1
-	}
-	start := time.Now()
-	if err := dev.Up(ctx, devOpts); err != nil {
-		fmt.Fprintln(os.Stderr, "e2e: bringing the cluster up:", err)
-		return 1
-	}
-	fmt.Fprintf(os.Stderr, "e2e: cluster ready in %s\n", time.Since(start).Round(time.Millisecond))
-	cfg, err := clientcmd.BuildConfigFromFlags("", devOpts.Kubeconfig())
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	if k8s, err = client.New(cfg, client.Options{Scheme: manager.Scheme}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return m.Run()
+	return dev.RunTests(m, devOpts, func(cl client.WithWatch) { k8s = cl })
 }
 
 // newNamespace creates a namespace for one test; on failure it prints what

@@ -1,0 +1,62 @@
+package dev
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap/zapcore"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/trainjob-operator/trainjob-operator/internal/manager"
+)
+
+// RunTests runs a test binary's tests (m.Run) on a local cluster of its own,
+// and returns their exit code. It clears a cluster an aborted run left,
+// brings one up, hands a client of it to ready, and always tears it down.
+func RunTests(m interface{ Run() int }, o Options, ready func(client.WithWatch)) (code int) {
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
+	o.defaults()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	defer func() {
+		downCtx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := Down(downCtx, o); err != nil {
+			fmt.Fprintln(os.Stderr, "tearing down:", err)
+			code = 1
+		}
+	}()
+	// A run that was killed (a test timeout skips deferred functions) may
+	// have left its cluster: start from a clean slate.
+	if err := Down(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, "clearing a previous run:", err)
+		return 1
+	}
+	start := time.Now()
+	if err := Up(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, "bringing the cluster up:", err)
+		return 1
+	}
+	fmt.Fprintf(os.Stderr, "cluster %s ready in %s\n", o.Name, time.Since(start).Round(time.Millisecond))
+	cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	// The tests make many requests quickly; this is a test cluster.
+	cfg.QPS, cfg.Burst = 200, 400
+	cl, err := client.NewWithWatch(cfg, client.Options{Scheme: manager.Scheme})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ready(cl)
+	return m.Run()
+}

@@ -1,0 +1,144 @@
+// Package faults puts the product through faults on the local cluster and
+// counts what went wrong: deletions before their time, TrainJobs never
+// deleted, deadlines never enforced, objects left behind. `make test` runs a
+// short version; `make test-faults` the full one (FAULTS_TRAINJOBS=500).
+package faults
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
+	"github.com/trainjob-operator/trainjob-operator/internal/dev"
+)
+
+var (
+	k8s     client.WithWatch
+	devOpts dev.Options
+)
+
+func TestMain(m *testing.M) {
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	devOpts = dev.Options{
+		Root:    root,
+		WorkDir: filepath.Join(root, ".dev-faults"),
+		Name:    "trainjob-faults",
+		Nodes:   8,
+		Out:     os.Stderr,
+	}
+	os.Exit(dev.RunTests(m, devOpts, func(cl client.WithWatch) { k8s = cl }))
+}
+
+// envInt reads a size of the run from the environment.
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "faults-"}}
+	if err := k8s.Create(context.Background(), ns); err != nil {
+		t.Fatalf("creating namespace: %v", err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), ns) })
+	return ns.Name
+}
+
+// history is what the recorder saw of one TrainJob.
+type history struct {
+	last      *trainer.TrainJob // the last version seen
+	deletedAt time.Time         // when the watch said it was gone
+}
+
+// recorder watches the TrainJobs of a namespace and keeps their history.
+type recorder struct {
+	mu   sync.Mutex
+	jobs map[types.UID]*history
+}
+
+// record watches ns until ctx ends, starting over whenever the watch ends.
+func record(ctx context.Context, t *testing.T, ns string) *recorder {
+	r := &recorder{jobs: map[types.UID]*history{}}
+	var list trainer.TrainJobList
+	if err := k8s.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	rv := list.ResourceVersion
+	go func() {
+		for ctx.Err() == nil {
+			w, err := k8s.Watch(ctx, &trainer.TrainJobList{}, client.InNamespace(ns), &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true}})
+			if err != nil {
+				time.Sleep(200 * time.Millisecond)
+				continue
+			}
+			for ev := range w.ResultChan() {
+				if ev.Type == watch.Error {
+					rv = "" // too old: start from now; deletions meanwhile are found by the final audit
+					break
+				}
+				tj, ok := ev.Object.(*trainer.TrainJob)
+				if !ok {
+					continue
+				}
+				rv = tj.ResourceVersion
+				if ev.Type == watch.Bookmark {
+					continue
+				}
+				r.mu.Lock()
+				h := r.jobs[tj.UID]
+				if h == nil {
+					h = &history{}
+					r.jobs[tj.UID] = h
+				}
+				h.last = tj.DeepCopy()
+				if ev.Type == watch.Deleted {
+					h.deletedAt = time.Now()
+				}
+				r.mu.Unlock()
+			}
+			w.Stop()
+		}
+	}()
+	return r
+}
+
+// snapshot returns a copy of the histories.
+func (r *recorder) snapshot() map[types.UID]history {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[types.UID]history, len(r.jobs))
+	for uid, h := range r.jobs {
+		out[uid] = *h
+	}
+	return out
+}
+
+// percentiles formats the 50th, 90th and 100th percentiles of ds.
+func percentiles(ds []time.Duration) string {
+	if len(ds) == 0 {
+		return "-"
+	}
+	slices.Sort(ds)
+	at := func(p float64) time.Duration { return ds[min(len(ds)-1, int(p*float64(len(ds))))] }
+	return fmt.Sprintf("p50 %v, p90 %v, max %v (n=%d)", at(0.5).Round(10*time.Millisecond), at(0.9).Round(10*time.Millisecond), ds[len(ds)-1].Round(10*time.Millisecond), len(ds))
+}
