@@ -119,9 +119,9 @@ test-e2e: tools build ## Run the end-to-end tests on a local cluster of their ow
 .PHONY: test-faults
 test-faults: tools build ## Fault scenarios on a local cluster of their own, full size (FAULTS_TRAINJOBS=500).
 	FAULTS_TRAINJOBS=$${FAULTS_TRAINJOBS:-500} go test $(GO_TEST_FLAGS) -v -timeout 60m ./test/faults/... 2>&1 | \
-		grep -vE '^=== (RUN|PAUSE|CONT)'
+		grep --line-buffered -vE '^=== (RUN|PAUSE|CONT)'
 
 .PHONY: test-faults-short
 test-faults-short: tools build ## The fault scenarios, small (60 TrainJobs), as make test runs them.
 	FAULTS_TRAINJOBS=60 go test $(GO_TEST_FLAGS) -v -timeout 20m ./test/faults/... 2>&1 | \
-		grep -vE '^=== (RUN|PAUSE|CONT)'
+		grep --line-buffered -vE '^=== (RUN|PAUSE|CONT)'

@@ -45,7 +45,7 @@ func workload(n int) []plan {
 		case 1:
 			p.kind, p.run, p.deadline, p.ttl = overruns, 10*time.Minute, int64(4+i%9), 3
 		case 2:
-			p.kind, p.run = suspended, 5*time.Second
+			p.kind, p.run = suspended, 15*time.Second
 		}
 		ps = append(ps, p)
 	}

@@ -1,0 +1,186 @@
+package faults
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
+	utiltesting "github.com/trainjob-operator/trainjob-operator/internal/util/testing"
+)
+
+// A child Job deleted by hand (kubectl delete job, background propagation)
+// at every stage of a TrainJob's life: the TrainJob's outcome is still
+// right and nothing is run again.
+func TestChildJobDeletedAtEveryStage(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	// Two steps: a short non-trainer step "prep" and the trainer "node".
+	spec := utiltesting.MakeRuntimeSpec().Torch().ReplicatedJobs(
+		utiltesting.MakeReplicatedJob("prep").Obj(),
+		utiltesting.MakeReplicatedJob("node").Trainer().Obj(),
+	)
+	if err := k8s.Create(ctx, spec.Runtime("two-steps", ns)); err != nil {
+		t.Fatal(err)
+	}
+	make := func(name string, run time.Duration) *utiltesting.TrainJobWrapper {
+		return utiltesting.MakeTrainJob(name, ns).RuntimeRef(trainer.TrainingRuntimeKind, "two-steps").
+			Annotation("pod-complete.stage.kwok.x-k8s.io/delay", run.String())
+	}
+	cases := []struct {
+		stage      string
+		trainJob   *trainer.TrainJob
+		ready      func(*trainer.TrainJob, *batchv1.Job) bool // when to delete
+		deleteJob  string
+		wantReason string // the TrainJob's final condition reason
+	}{
+		{
+			stage:      "suspended (Jobs exist, no Pod)",
+			trainJob:   make("suspended", 5*time.Second).Suspend(true).Obj(),
+			ready:      func(tj *trainer.TrainJob, _ *batchv1.Job) bool { return isTrue(tj, trainer.TrainJobSuspended) },
+			deleteJob:  "suspended-node-0",
+			wantReason: trainer.TrainJobJobDeletedReason,
+		},
+		{
+			stage:      "running",
+			trainJob:   make("running", time.Minute).Obj(),
+			ready:      func(_ *trainer.TrainJob, j *batchv1.Job) bool { return j.Status.Active > 0 },
+			deleteJob:  "running-node-0",
+			wantReason: trainer.TrainJobJobDeletedReason,
+		},
+		{
+			stage:    "a non-trainer step finished",
+			trainJob: make("step-done", 8*time.Second).Obj(),
+			ready: func(tj *trainer.TrainJob, j *batchv1.Job) bool {
+				return j.Status.Succeeded > 0 && tj.FinishedCondition() == nil
+			},
+			deleteJob:  "step-done-prep-0",
+			wantReason: trainer.TrainJobJobsCompletedReason,
+		},
+		{
+			stage:      "the TrainJob completed",
+			trainJob:   make("completed", 2*time.Second).Obj(),
+			ready:      func(tj *trainer.TrainJob, _ *batchv1.Job) bool { return tj.FinishedCondition() != nil },
+			deleteJob:  "completed-node-0",
+			wantReason: trainer.TrainJobJobsCompletedReason,
+		},
+		{
+			stage:      "the TrainJob failed",
+			trainJob:   make("failed", time.Minute).Annotation("pod-fail.stage.trainjob-operator.dev/delay", "2s").Obj(),
+			ready:      func(tj *trainer.TrainJob, _ *batchv1.Job) bool { return tj.FinishedCondition() != nil },
+			deleteJob:  "failed-node-0",
+			wantReason: trainer.TrainJobJobFailedReason,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.stage, func(t *testing.T) {
+			if tc.stage == "the TrainJob failed" {
+				// Fail at the first failed Pod.
+				tc.trainJob.Spec.RuntimeRef.Name = "two-steps-no-retries"
+				noRetries := spec.Runtime("two-steps-no-retries", ns)
+				for i := range noRetries.Spec.Template.Spec.ReplicatedJobs {
+					noRetries.Spec.Template.Spec.ReplicatedJobs[i].Template.Spec.BackoffLimit = ptr.To[int32](0)
+				}
+				if err := k8s.Create(ctx, noRetries); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := k8s.Create(ctx, tc.trainJob); err != nil {
+				t.Fatal(err)
+			}
+			key := client.ObjectKey{Namespace: ns, Name: tc.deleteJob}
+			var uid string
+			waitFor(t, 2*time.Minute, fmt.Sprintf("%s to reach the stage: %s", tc.trainJob.Name, tc.stage), func() error {
+				var tj trainer.TrainJob
+				var job batchv1.Job
+				if err := k8s.Get(ctx, client.ObjectKeyFromObject(tc.trainJob), &tj); err != nil {
+					return err
+				}
+				if err := k8s.Get(ctx, key, &job); err != nil {
+					return err
+				}
+				if !tc.ready(&tj, &job) {
+					return fmt.Errorf("not yet: %+v", tj.Status.Conditions)
+				}
+				uid = string(job.UID)
+				return nil
+			})
+			job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: tc.deleteJob}}
+			if err := k8s.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+				t.Fatalf("deleting %s: %v", tc.deleteJob, err)
+			}
+
+			var final *metav1.Condition
+			waitFor(t, 2*time.Minute, tc.trainJob.Name+" to finish", func() error {
+				var tj trainer.TrainJob
+				if err := k8s.Get(ctx, client.ObjectKeyFromObject(tc.trainJob), &tj); err != nil {
+					return err
+				}
+				if final = tj.FinishedCondition(); final == nil {
+					return fmt.Errorf("not finished: %+v", tj.Status.Conditions)
+				}
+				return nil
+			})
+			if final.Reason != tc.wantReason {
+				t.Errorf("finished %s (%s: %s), want reason %s", final.Type, final.Reason, final.Message, tc.wantReason)
+			}
+			// Nothing is run again: the deleted Job stays gone (a Job of the
+			// same name would be a re-run), and no Pod of it runs.
+			for range 20 {
+				var cur batchv1.Job
+				err := k8s.Get(ctx, key, &cur)
+				if err == nil && string(cur.UID) != uid {
+					t.Fatalf("%s was created again", tc.deleteJob)
+				}
+				if err != nil && !apierrors.IsNotFound(err) {
+					t.Fatal(err)
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			var pods corev1.PodList
+			if err := k8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{"job-name": tc.deleteJob}); err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range pods.Items {
+				if p.Labels["batch.kubernetes.io/controller-uid"] != uid {
+					t.Errorf("Pod %s belongs to a new Job of the deleted one's name: a re-run", p.Name)
+				}
+			}
+		})
+	}
+	// Audit: once the TrainJobs are deleted, nothing stays behind.
+	var tjs trainer.TrainJobList
+	if err := k8s.List(ctx, &tjs, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range tjs.Items {
+		if err := k8s.Delete(ctx, &tjs.Items[i], client.PropagationPolicy(metav1.DeletePropagationForeground)); err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+	}
+	if left := audit(ctx, t, ns); len(left) > 0 {
+		t.Errorf("left behind: %v", left)
+	}
+}
+
+func isTrue(tj *trainer.TrainJob, condType string) bool {
+	for _, c := range tj.Status.Conditions {
+		if c.Type == condType && c.Status == metav1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+func waitFor(t *testing.T, d time.Duration, what string, check func() error) {
+	t.Helper()
+	utiltesting.Eventually(t, d, 200*time.Millisecond, what, check)
+}
