@@ -23,17 +23,21 @@ import (
 func TestChildJobDeletedAtEveryStage(t *testing.T) {
 	ns := newNamespace(t)
 	ctx := context.Background()
-	// Two steps: a short non-trainer step "prep" and the trainer "node".
-	spec := utiltesting.MakeRuntimeSpec().Torch().ReplicatedJobs(
-		utiltesting.MakeReplicatedJob("prep").Obj(),
-		utiltesting.MakeReplicatedJob("node").Trainer().Obj(),
-	)
+	// Two steps: a short non-trainer step "prep" (2s) and the trainer
+	// "node" (15s). A TrainJob's own run-time annotation overrides both.
+	prep, node := utiltesting.MakeReplicatedJob("prep").Obj(), utiltesting.MakeReplicatedJob("node").Trainer().Obj()
+	prep.Template.Spec.Template.Annotations = map[string]string{"pod-complete.stage.kwok.x-k8s.io/delay": "2s"}
+	node.Template.Spec.Template.Annotations = map[string]string{"pod-complete.stage.kwok.x-k8s.io/delay": "15s"}
+	spec := utiltesting.MakeRuntimeSpec().Torch().ReplicatedJobs(prep, node)
 	if err := k8s.Create(ctx, spec.Runtime("two-steps", ns)); err != nil {
 		t.Fatal(err)
 	}
 	make := func(name string, run time.Duration) *utiltesting.TrainJobWrapper {
-		return utiltesting.MakeTrainJob(name, ns).RuntimeRef(trainer.TrainingRuntimeKind, "two-steps").
-			Annotation("pod-complete.stage.kwok.x-k8s.io/delay", run.String())
+		w := utiltesting.MakeTrainJob(name, ns).RuntimeRef(trainer.TrainingRuntimeKind, "two-steps")
+		if run > 0 {
+			w.Annotation("pod-complete.stage.kwok.x-k8s.io/delay", run.String())
+		}
+		return w
 	}
 	cases := []struct {
 		stage      string
@@ -58,7 +62,7 @@ func TestChildJobDeletedAtEveryStage(t *testing.T) {
 		},
 		{
 			stage:    "a non-trainer step finished",
-			trainJob: make("step-done", 8*time.Second).Obj(),
+			trainJob: make("step-done", 0).Obj(), // the runtime's: prep 2s, node 15s
 			ready: func(tj *trainer.TrainJob, j *batchv1.Job) bool {
 				return j.Status.Succeeded > 0 && tj.FinishedCondition() == nil
 			},
