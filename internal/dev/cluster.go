@@ -185,17 +185,23 @@ func Down(ctx context.Context, o Options) error {
 	}
 	if st.ManagerPID != 0 {
 		step(o, "stopping the manager (pid %d)", st.ManagerPID)
-		errs = append(errs, stopProcess(st.ManagerPID, 10*time.Second))
+		errs = append(errs, stopProcess(st.ManagerPID))
 	}
 	if exists, err := kwokClusterExists(ctx, o); err != nil {
 		errs = append(errs, err)
 	} else if exists {
 		step(o, "deleting cluster %s", o.Name)
 		errs = append(errs, kwokctl(ctx, o, "delete", "cluster", "--name", o.Name, "--kubeconfig", o.Kubeconfig()))
-		// kwokctl signals the components and returns; wait until they are
-		// gone, so their ports are free when Down returns.
-		errs = append(errs, waitNoProcess(filepath.Join(o.WorkDir, "kwok", "clusters", o.Name), 15*time.Second))
 	}
+	// kwokctl signals the components it started and returns. Stop any it
+	// does not know of (restarted by StopAPIServer's start, or left by an
+	// earlier run it forgot), and wait until all are gone, so their ports are
+	// free when Down returns.
+	dir := filepath.Join(o.WorkDir, "kwok", "clusters", o.Name)
+	for _, pid := range processesUnder(dir) {
+		errs = append(errs, stopProcess(pid))
+	}
+	errs = append(errs, waitNoProcess(dir, 15*time.Second))
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}

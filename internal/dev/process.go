@@ -23,7 +23,7 @@ func ensureManager(ctx context.Context, o Options, st *state, configPath string)
 	}
 	if st.ManagerPID != 0 && processAlive(st.ManagerPID) {
 		// Running but not ready: replace it.
-		if err := stopProcess(st.ManagerPID, 10*time.Second); err != nil {
+		if err := stopProcess(st.ManagerPID); err != nil {
 			return err
 		}
 	}
@@ -106,15 +106,18 @@ func processAlive(pid int) bool {
 	return i >= 0 && i+2 < len(s) && s[i+2] != 'Z' && s[i+2] != 'X'
 }
 
-// stopProcess sends SIGTERM, and SIGKILL if pid still runs after grace.
-func stopProcess(pid int, grace time.Duration) error {
+// stopGrace is how long a process has to exit after SIGTERM.
+const stopGrace = 10 * time.Second
+
+// stopProcess sends SIGTERM, and SIGKILL if pid still runs after stopGrace.
+func stopProcess(pid int) error {
 	if !processAlive(pid) {
 		return nil
 	}
 	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return err
 	}
-	deadline := time.Now().Add(grace)
+	deadline := time.Now().Add(stopGrace)
 	for time.Now().Before(deadline) {
 		if !processAlive(pid) {
 			return nil
@@ -219,4 +222,98 @@ func RestartManager(ctx context.Context, o Options) error {
 		return err
 	}
 	return saveState(o, st)
+}
+
+// component is a running control-plane process and how to start it again.
+type component struct {
+	pid  int
+	name string
+	args []string
+	env  []string
+	cwd  string
+}
+
+func readComponent(pid int) (component, error) {
+	c := component{pid: pid}
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	if err != nil {
+		return c, err
+	}
+	c.name = filepath.Base(exe)
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return c, err
+	}
+	environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	if err != nil {
+		return c, err
+	}
+	if c.cwd, err = os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid)); err != nil {
+		return c, err
+	}
+	c.args = strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
+	c.env = strings.Split(strings.TrimRight(string(environ), "\x00"), "\x00")
+	return c, nil
+}
+
+// start runs the component again, detached, logging to logDir/<name>.log.
+func (c component) start(logDir string) error {
+	logFile, err := os.OpenFile(filepath.Join(logDir, c.name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = logFile.Close() }()
+	cmd := exec.Command(c.args[0], c.args[1:]...)
+	cmd.Dir, cmd.Env = c.cwd, c.env
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting %s again: %w", c.name, err)
+	}
+	go func() { _ = cmd.Wait() }()
+	return nil
+}
+
+// StopAPIServer stops the cluster's kube-apiserver and returns a function
+// that starts it again as it was (same command line, working directory and
+// environment). That function also restarts the components that exited
+// meanwhile — kube-controller-manager and kube-scheduler exit when they
+// cannot renew their leader lease — as a kubelet restarts a control plane's
+// static Pods.
+func StopAPIServer(o Options) (start func() error, err error) {
+	o.defaults()
+	dir := filepath.Join(o.WorkDir, "kwok", "clusters", o.Name)
+	var apiserver *component
+	var others []component
+	for _, pid := range processesUnder(dir) {
+		c, err := readComponent(pid)
+		if err != nil {
+			return nil, err
+		}
+		if c.name == "kube-apiserver" {
+			apiserver = &c
+		} else {
+			others = append(others, c)
+		}
+	}
+	if apiserver == nil {
+		return nil, fmt.Errorf("no kube-apiserver runs under %s", dir)
+	}
+	if err := stopProcess(apiserver.pid); err != nil {
+		return nil, err
+	}
+	logDir := filepath.Join(dir, "logs")
+	return func() error {
+		if err := apiserver.start(logDir); err != nil {
+			return err
+		}
+		for _, c := range others {
+			if !processAlive(c.pid) {
+				if err := c.start(logDir); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}, nil
 }
