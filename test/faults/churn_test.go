@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -61,13 +60,69 @@ func (p plan) trainJob(ns string) *trainer.TrainJob {
 	return w.Obj()
 }
 
+// disruption is a fault the churn runs under. It runs until ctx ends and
+// says what it did.
+type disruption func(ctx context.Context, t *testing.T) string
+
 // The manager is SIGKILLed every few seconds while TrainJobs go through their
 // lives (TTLs, deadlines, suspend and resume). Counted: deletions before
 // finish+TTL, TrainJobs never deleted, deadlines never or early enforced,
 // objects left behind. All must be 0.
 func TestManagerKilledRepeatedly(t *testing.T) {
-	n := envInt("FAULTS_TRAINJOBS", 60)
 	killEvery := time.Duration(envInt("FAULTS_KILL_EVERY_SECONDS", 5)) * time.Second
+	runChurn(t, envInt("FAULTS_TRAINJOBS", 60), func(ctx context.Context, t *testing.T) string {
+		kills := 0
+		for {
+			select {
+			case <-ctx.Done():
+				if kills == 0 {
+					t.Error("the manager was never killed: the run proves nothing")
+				}
+				return fmt.Sprintf("manager SIGKILLed %d times (every %s, down 1s each)", kills, killEvery)
+			case <-time.After(killEvery):
+			}
+			if err := dev.KillManager(devOpts); err != nil {
+				t.Errorf("killing the manager: %v", err)
+				return "killing failed"
+			}
+			kills++
+			time.Sleep(time.Second)
+			if err := dev.RestartManager(context.Background(), devOpts); err != nil {
+				t.Errorf("restarting the manager: %v", err)
+				return "restarting failed"
+			}
+		}
+	})
+}
+
+// kube-apiserver is stopped for 30s in the middle of the same workload, and
+// started again: the same counts must be 0.
+func TestAPIServerStopped(t *testing.T) {
+	down := time.Duration(envInt("FAULTS_APISERVER_DOWN_SECONDS", 30)) * time.Second
+	runChurn(t, envInt("FAULTS_TRAINJOBS", 60), func(ctx context.Context, t *testing.T) string {
+		select {
+		case <-ctx.Done():
+			t.Error("the run ended before kube-apiserver was stopped")
+			return "nothing"
+		case <-time.After(8 * time.Second):
+		}
+		start, err := dev.StopAPIServer(devOpts)
+		if err != nil {
+			t.Errorf("stopping kube-apiserver: %v", err)
+			return "stopping failed"
+		}
+		stopped := time.Now()
+		time.Sleep(down)
+		if err := start(); err != nil {
+			t.Errorf("starting kube-apiserver: %v", err)
+			return "starting failed"
+		}
+		return fmt.Sprintf("kube-apiserver stopped for %s, from 8s into the run", time.Since(stopped).Round(time.Second))
+	})
+}
+
+// runChurn runs n TrainJobs through their lives under disrupt, and counts.
+func runChurn(t *testing.T, n int, disrupt disruption) {
 	ns := newNamespace(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -86,31 +141,9 @@ func TestManagerKilledRepeatedly(t *testing.T) {
 	}
 	t.Logf("created %d TrainJobs in %s", n, time.Since(start).Round(time.Millisecond))
 
-	// Kill the manager every killEvery, down for a second each time.
-	var kills int
-	var killer sync.WaitGroup
-	killCtx, stopKilling := context.WithCancel(ctx)
-	killer.Add(1)
-	go func() {
-		defer killer.Done()
-		for {
-			select {
-			case <-killCtx.Done():
-				return
-			case <-time.After(killEvery):
-			}
-			if err := dev.KillManager(devOpts); err != nil {
-				t.Errorf("killing the manager: %v", err)
-				return
-			}
-			kills++
-			time.Sleep(time.Second)
-			if err := dev.RestartManager(ctx, devOpts); err != nil {
-				t.Errorf("restarting the manager: %v", err)
-				return
-			}
-		}
-	}()
+	faultCtx, stopFault := context.WithCancel(ctx)
+	faultDone := make(chan string, 1)
+	go func() { faultDone <- disrupt(faultCtx, t) }()
 
 	// Suspend the 'suspended' ones once they run, resume them 3s later.
 	suspendedAt := map[string]time.Time{}
@@ -143,8 +176,8 @@ func TestManagerKilledRepeatedly(t *testing.T) {
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
-	stopKilling()
-	killer.Wait()
+	stopFault()
+	fault := <-faultDone
 	if err := dev.RestartManager(ctx, devOpts); err != nil {
 		t.Fatalf("restarting the manager for the end of the run: %v", err)
 	}
@@ -191,8 +224,8 @@ func TestManagerKilledRepeatedly(t *testing.T) {
 	}
 	leftovers := audit(ctx, t, ns)
 
-	t.Logf("faults: %d TrainJobs (%d finish, %d overrun a deadline, %d suspended and resumed) in %s; manager SIGKILLed %d times (every %s, down 1s each)",
-		n, count(plans, finishes), count(plans, overruns), count(plans, suspended), elapsed.Round(time.Second), kills, killEvery)
+	t.Logf("faults: %d TrainJobs (%d finish, %d overrun a deadline, %d to suspend and resume) in %s; %s",
+		n, count(plans, finishes), count(plans, overruns), count(plans, suspended), elapsed.Round(time.Second), fault)
 	t.Logf("suspend/resume cycles done: %d of %d", cycles, count(plans, suspended))
 	t.Logf("deleted before finish+TTL: %d", len(early))
 	t.Logf("never deleted: %d", len(neverDeleted))
@@ -208,9 +241,6 @@ func TestManagerKilledRepeatedly(t *testing.T) {
 		if len(names) > 0 {
 			t.Errorf("%s: %v", what, names)
 		}
-	}
-	if kills == 0 {
-		t.Error("the manager was never killed: the run proves nothing")
 	}
 }
 
