@@ -9,7 +9,6 @@ import (
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -95,28 +94,14 @@ func (v *TrainJobValidator) validateRuntime(ctx context.Context, tj *trainer.Tra
 	if ptr.Deref(tj.Spec.ManagedBy, trainer.DefaultManagedBy) != trainer.DefaultManagedBy {
 		return nil, nil // another controller runs it, maybe on another cluster
 	}
-	kind := ptr.Deref(tj.Spec.RuntimeRef.Kind, trainer.ClusterTrainingRuntimeKind)
-	rt := runtime.Runtime{Kind: kind, Name: tj.Spec.RuntimeRef.Name}
-	var err error
-	where := ""
-	switch kind {
-	case trainer.TrainingRuntimeKind:
-		var obj trainer.TrainingRuntime
-		err = v.reader.Get(ctx, types.NamespacedName{Namespace: tj.Namespace, Name: rt.Name}, &obj)
-		rt.Spec = &obj.Spec
-		where = " in namespace " + tj.Namespace
-	default:
-		var obj trainer.ClusterTrainingRuntime
-		err = v.reader.Get(ctx, types.NamespacedName{Name: rt.Name}, &obj)
-		rt.Spec = &obj.Spec
-	}
+	rt, err := runtime.Resolve(ctx, v.reader, tj)
 	switch {
 	case apierrors.IsNotFound(err):
-		return admission.Warnings{fmt.Sprintf("spec.runtimeRef: %s %q does not exist%s; the TrainJob will wait until it does", kind, rt.Name, where)}, nil
+		return admission.Warnings{fmt.Sprintf("spec.runtimeRef: %s %q does not exist%s; the TrainJob will wait until it does", rt.Kind, rt.Name, rt.Where(tj))}, nil
 	case err != nil:
 		// Not knowing the runtime is no reason to refuse the TrainJob: the
 		// controller checks again before it creates anything.
-		return admission.Warnings{fmt.Sprintf("spec.runtimeRef: could not read %s %q: %v", kind, rt.Name, err)}, nil
+		return admission.Warnings{fmt.Sprintf("spec.runtimeRef: could not read %s %q: %v", rt.Kind, rt.Name, err)}, nil
 	}
 	if _, err := runtime.Build(tj, rt); err != nil {
 		var buildErr *runtime.Error

@@ -180,7 +180,7 @@ func createdCondition(tj *trainer.TrainJob) metav1.Condition {
 		Type:    trainer.TrainJobCreated,
 		Status:  metav1.ConditionTrue,
 		Reason:  trainer.TrainJobJobsCreatedReason,
-		Message: fmt.Sprintf("Created %d Jobs from %s %s", total, runtimeKind(tj), tj.Spec.RuntimeRef.Name),
+		Message: fmt.Sprintf("Created %d Jobs from %s %s", total, runtime.KindOf(tj), tj.Spec.RuntimeRef.Name),
 	}
 }
 
@@ -209,33 +209,17 @@ func (r *Reconciler) ensureService(ctx context.Context, tj *trainer.TrainJob) er
 // not possible it returns the Created=False condition that says why, and an
 // error only for failures worth retrying.
 func (r *Reconciler) plan(ctx context.Context, tj *trainer.TrainJob) (*runtime.Plan, *metav1.Condition, error) {
-	kind, name := runtimeKind(tj), tj.Spec.RuntimeRef.Name
-	rt := runtime.Runtime{Kind: kind, Name: name}
-	var err error
-	switch kind {
-	case trainer.TrainingRuntimeKind:
-		var obj trainer.TrainingRuntime
-		err = r.client.Get(ctx, types.NamespacedName{Namespace: tj.Namespace, Name: name}, &obj)
-		rt.Spec = &obj.Spec
-	default:
-		var obj trainer.ClusterTrainingRuntime
-		err = r.client.Get(ctx, types.NamespacedName{Name: name}, &obj)
-		rt.Spec = &obj.Spec
-	}
+	rt, err := runtime.Resolve(ctx, r.client, tj)
 	if apierrors.IsNotFound(err) {
-		where := ""
-		if kind == trainer.TrainingRuntimeKind {
-			where = " in namespace " + tj.Namespace
-		}
 		return nil, &metav1.Condition{
 			Type:    trainer.TrainJobCreated,
 			Status:  metav1.ConditionFalse,
 			Reason:  trainer.TrainJobRuntimeNotFoundReason,
-			Message: fmt.Sprintf("%s %q not found%s (spec.runtimeRef); the TrainJob starts once it exists", kind, name, where),
+			Message: fmt.Sprintf("%s %q not found%s (spec.runtimeRef); the TrainJob starts once it exists", rt.Kind, rt.Name, rt.Where(tj)),
 		}, nil
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("reading %s %s: %w", kind, name, err)
+		return nil, nil, fmt.Errorf("reading %s %s: %w", rt.Kind, rt.Name, err)
 	}
 	plan, err := runtime.Build(tj, rt)
 	if err != nil {
@@ -247,10 +231,6 @@ func (r *Reconciler) plan(ctx context.Context, tj *trainer.TrainJob) (*runtime.P
 		}, nil
 	}
 	return plan, nil, nil
-}
-
-func runtimeKind(tj *trainer.TrainJob) string {
-	return ptr.Deref(tj.Spec.RuntimeRef.Kind, trainer.ClusterTrainingRuntimeKind)
 }
 
 // setJobSuspend sets spec.suspend of a child Job.

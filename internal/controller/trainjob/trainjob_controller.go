@@ -28,6 +28,7 @@ import (
 
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
 	"github.com/trainjob-operator/trainjob-operator/internal/metrics"
+	"github.com/trainjob-operator/trainjob-operator/internal/runtime"
 )
 
 // ControllerName names the controller, its workqueue and its events.
@@ -298,7 +299,7 @@ func (r *Reconciler) emitEvents(old, cur *trainer.TrainJob) {
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &trainer.TrainJob{}, runtimeRefIndex, func(o client.Object) []string {
 		tj := o.(*trainer.TrainJob)
-		return []string{runtimeKey(runtimeKind(tj), tj.Namespace, tj.Spec.RuntimeRef.Name)}
+		return []string{runtimeKey(runtime.KindOf(tj), tj.Namespace, tj.Spec.RuntimeRef.Name)}
 	}); err != nil {
 		return fmt.Errorf("indexing TrainJobs by runtime: %w", err)
 	}

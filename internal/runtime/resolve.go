@@ -1,0 +1,42 @@
+package runtime
+
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
+)
+
+// KindOf is the kind of runtime a TrainJob references, with its default.
+func KindOf(tj *trainer.TrainJob) string {
+	return ptr.Deref(tj.Spec.RuntimeRef.Kind, trainer.ClusterTrainingRuntimeKind)
+}
+
+// Resolve reads the runtime a TrainJob references. Its errors are the
+// reader's: a missing runtime is a NotFound error.
+func Resolve(ctx context.Context, reader client.Reader, tj *trainer.TrainJob) (Runtime, error) {
+	rt := Runtime{Kind: KindOf(tj), Name: tj.Spec.RuntimeRef.Name}
+	var err error
+	if rt.Kind == trainer.TrainingRuntimeKind {
+		var obj trainer.TrainingRuntime
+		err = reader.Get(ctx, types.NamespacedName{Namespace: tj.Namespace, Name: rt.Name}, &obj)
+		rt.Spec = &obj.Spec
+	} else {
+		var obj trainer.ClusterTrainingRuntime
+		err = reader.Get(ctx, types.NamespacedName{Name: rt.Name}, &obj)
+		rt.Spec = &obj.Spec
+	}
+	return rt, err
+}
+
+// Where is " in namespace <ns>" for a TrainingRuntime, and empty for a
+// ClusterTrainingRuntime: what messages about the runtime append to its name.
+func (rt Runtime) Where(tj *trainer.TrainJob) string {
+	if rt.Kind == trainer.TrainingRuntimeKind {
+		return " in namespace " + tj.Namespace
+	}
+	return ""
+}
