@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/utils/ptr"
@@ -17,14 +19,7 @@ import (
 // state is a TrainJob's state in a word or two, with the reason when it
 // says more.
 func state(tj *trainer.TrainJob) string {
-	cond := func(t string) *metav1.Condition {
-		for i := range tj.Status.Conditions {
-			if tj.Status.Conditions[i].Type == t {
-				return &tj.Status.Conditions[i]
-			}
-		}
-		return nil
-	}
+	cond := func(t string) *metav1.Condition { return meta.FindStatusCondition(tj.Status.Conditions, t) }
 	if ptr.Deref(tj.Spec.ManagedBy, trainer.DefaultManagedBy) != trainer.DefaultManagedBy {
 		return "ManagedElsewhere"
 	}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+
 	"github.com/google/go-cmp/cmp"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -48,12 +50,7 @@ func getTrainJob(ns, name string) (*trainer.TrainJob, error) {
 }
 
 func condition(tj *trainer.TrainJob, condType string) *metav1.Condition {
-	for i := range tj.Status.Conditions {
-		if tj.Status.Conditions[i].Type == condType {
-			return &tj.Status.Conditions[i]
-		}
-	}
-	return nil
+	return meta.FindStatusCondition(tj.Status.Conditions, condType)
 }
 
 // waitCondition waits until a condition is True with reason, and returns

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -47,9 +49,11 @@ func TestChildJobDeletedAtEveryStage(t *testing.T) {
 		wantReason string // the TrainJob's final condition reason
 	}{
 		{
-			stage:      "suspended (Jobs exist, no Pod)",
-			trainJob:   make("suspended", 5*time.Second).Suspend(true).Obj(),
-			ready:      func(tj *trainer.TrainJob, _ *batchv1.Job) bool { return isTrue(tj, trainer.TrainJobSuspended) },
+			stage:    "suspended (Jobs exist, no Pod)",
+			trainJob: make("suspended", 5*time.Second).Suspend(true).Obj(),
+			ready: func(tj *trainer.TrainJob, _ *batchv1.Job) bool {
+				return meta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobSuspended)
+			},
 			deleteJob:  "suspended-node-0",
 			wantReason: trainer.TrainJobJobDeletedReason,
 		},
@@ -173,15 +177,6 @@ func TestChildJobDeletedAtEveryStage(t *testing.T) {
 	if left := audit(ctx, t, ns); len(left) > 0 {
 		t.Errorf("left behind: %v", left)
 	}
-}
-
-func isTrue(tj *trainer.TrainJob, condType string) bool {
-	for _, c := range tj.Status.Conditions {
-		if c.Type == condType && c.Status == metav1.ConditionTrue {
-			return true
-		}
-	}
-	return false
 }
 
 func waitFor(t *testing.T, d time.Duration, what string, check func() error) {

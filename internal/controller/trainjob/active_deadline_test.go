@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/prometheus/client_golang/prometheus"
@@ -106,7 +108,7 @@ func TestActiveDeadline(t *testing.T) {
 				t.Errorf("RequeueAfter = %v, want %v", res.RequeueAfter, tc.wantRequeue)
 			}
 			got := f.trainJob(t, "tj")
-			failed := findCondition(got.Status.Conditions, trainer.TrainJobFailed)
+			failed := meta.FindStatusCondition(got.Status.Conditions, trainer.TrainJobFailed)
 			switch {
 			case tc.wantFailed == "" && failed != nil:
 				t.Errorf("TrainJob failed: %+v", failed)

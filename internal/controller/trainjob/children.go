@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -96,7 +98,7 @@ func missingChildren(status *trainer.TrainJobStatus, trainJob string, children [
 // The cache may simply not have seen a new child yet, so each is looked up in
 // the API server before it is declared gone.
 func (r *Reconciler) findVanished(ctx context.Context, tj *trainer.TrainJob, children []child) (*failure, error) {
-	if !isTrue(tj.Status.Conditions, trainer.TrainJobCreated) || !shapePinned(&tj.Status) {
+	if !meta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobCreated) || !shapePinned(&tj.Status) {
 		return nil, nil
 	}
 	var first *failure

@@ -46,21 +46,6 @@ func rank(t string) int {
 	return len(conditionOrder)
 }
 
-// findCondition returns the condition of type t, or nil.
-func findCondition(conds []metav1.Condition, t string) *metav1.Condition {
-	for i := range conds {
-		if conds[i].Type == t {
-			return &conds[i]
-		}
-	}
-	return nil
-}
-
-func isTrue(conds []metav1.Condition, t string) bool {
-	c := findCondition(conds, t)
-	return c != nil && c.Status == metav1.ConditionTrue
-}
-
 // IsFinished reports whether the TrainJob is Complete or Failed, and when it
 // became so.
 func IsFinished(tj *trainer.TrainJob) (bool, metav1.Time) {

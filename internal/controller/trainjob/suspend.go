@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -41,7 +43,7 @@ func (r *Reconciler) syncSuspend(ctx context.Context, tj *trainer.TrainJob, chil
 		}
 	}
 
-	created := isTrue(tj.Status.Conditions, trainer.TrainJobCreated)
+	created := meta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobCreated)
 	switch {
 	case want && podsGone && created:
 		setCondition(&tj.Status.Conditions, metav1.Condition{
@@ -50,7 +52,7 @@ func (r *Reconciler) syncSuspend(ctx context.Context, tj *trainer.TrainJob, chil
 			Reason:  trainer.TrainJobSuspendedReason,
 			Message: "The TrainJob is suspended and no Pod of its Jobs is left",
 		}, now)
-	case !want && (isTrue(tj.Status.Conditions, trainer.TrainJobSuspended) || resuming):
+	case !want && (meta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobSuspended) || resuming):
 		setCondition(&tj.Status.Conditions, metav1.Condition{
 			Type:    trainer.TrainJobSuspended,
 			Status:  metav1.ConditionFalse,

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -196,7 +198,7 @@ func countFinished(old, cur *trainer.TrainJob) {
 		return
 	}
 	for _, t := range []string{trainer.TrainJobComplete, trainer.TrainJobFailed} {
-		if c := findCondition(cur.Status.Conditions, t); c != nil && c.Status == metav1.ConditionTrue {
+		if c := meta.FindStatusCondition(cur.Status.Conditions, t); c != nil && c.Status == metav1.ConditionTrue {
 			metrics.Finished.WithLabelValues(t, c.Reason).Inc()
 			if c.Reason == trainer.TrainJobDeadlineExceededReason {
 				metrics.DeadlineExceeded.Inc()
@@ -267,11 +269,11 @@ func (r *Reconciler) releaseLeftovers(ctx context.Context, key types.NamespacedN
 // life. It runs after the status write succeeded.
 func (r *Reconciler) emitEvents(old, cur *trainer.TrainJob) {
 	for _, t := range slices.Backward(conditionOrder) {
-		n := findCondition(cur.Status.Conditions, t)
+		n := meta.FindStatusCondition(cur.Status.Conditions, t)
 		if n == nil {
 			continue
 		}
-		if o := findCondition(old.Status.Conditions, t); o != nil && o.Status == n.Status && o.Reason == n.Reason {
+		if o := meta.FindStatusCondition(old.Status.Conditions, t); o != nil && o.Status == n.Status && o.Reason == n.Reason {
 			continue
 		}
 		eventType, reason, action := corev1.EventTypeNormal, n.Reason, ""
@@ -333,7 +335,7 @@ func (r *Reconciler) waitingOn(kind string) handler.MapFunc {
 		}
 		var reqs []reconcile.Request
 		for i := range list.Items {
-			if !isTrue(list.Items[i].Status.Conditions, trainer.TrainJobCreated) {
+			if !meta.IsStatusConditionTrue(list.Items[i].Status.Conditions, trainer.TrainJobCreated) {
 				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
 			}
 		}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	batchv1 "k8s.io/api/batch/v1"
@@ -447,7 +449,7 @@ func TestFinalizerKeptWhenStatusWriteFails(t *testing.T) {
 	if diff := cmp.Diff([]jobState{{Name: "tj-node-0", Finalizers: tracked}}, jobStates(f.jobs(t))); diff != "" {
 		t.Errorf("Jobs (-want +got):\n%s", diff)
 	}
-	if got := f.trainJob(t, "tj"); isTrue(got.Status.Conditions, trainer.TrainJobComplete) {
+	if got := f.trainJob(t, "tj"); meta.IsStatusConditionTrue(got.Status.Conditions, trainer.TrainJobComplete) {
 		t.Error("TrainJob is Complete although its status write failed")
 	}
 	if ev := f.events(); len(ev) != 0 {
@@ -472,7 +474,7 @@ func TestCreateErrorIsReturned(t *testing.T) {
 		t.Fatalf("Reconcile error = %v, want Forbidden", err)
 	}
 	got := f.trainJob(t, "tj")
-	if c := findCondition(got.Status.Conditions, trainer.TrainJobCreated); c != nil {
+	if c := meta.FindStatusCondition(got.Status.Conditions, trainer.TrainJobCreated); c != nil {
 		t.Errorf("Created condition %+v set although no Job was created", c)
 	}
 	if got.Status.StartTime != nil {
