@@ -75,7 +75,6 @@ func (g *globals) client() (client.Client, string, error) {
 // retention returns the TrainJob retention policy of the manager: from
 // --manager-config, else from its ConfigMap, else none.
 func (g *globals) retention(ctx context.Context, cl client.Client) (*configv1alpha1.TrainJobRetentionPolicy, error) {
-	var data []byte
 	if g.configFile != "" {
 		cfg, err := config.Load(g.configFile)
 		if err != nil {
@@ -91,8 +90,7 @@ func (g *globals) retention(ctx context.Context, cl client.Client) (*configv1alp
 	if err != nil {
 		return nil, err
 	}
-	data = []byte(cm.Data["config.yaml"])
-	cfg, err := config.Decode(data)
+	cfg, err := config.Decode([]byte(cm.Data["config.yaml"]))
 	if err != nil {
 		return nil, fmt.Errorf("ConfigMap trainjob-system/%s: %w", dev.ConfigMapName, err)
 	}

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -122,7 +123,7 @@ const demoPause = 10 * time.Second
 // suspendResumeDemo suspends the TrainJobs annotated for it once they have
 // run for a while, and resumes them a while after they are suspended.
 type suspendResumeDemo struct {
-	out  interface{ Write([]byte) (int, error) }
+	out  io.Writer
 	now  func() time.Time
 	done map[types.UID]int // 1: suspended, 2: resumed
 }

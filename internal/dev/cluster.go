@@ -320,7 +320,7 @@ var NodeCapacity = corev1.ResourceList{
 
 func ensureNodes(ctx context.Context, cl client.Client, o Options) error {
 	step(o, "%d simulated nodes, each with %s CPUs, %s memory and %s nvidia.com/gpu",
-		o.Nodes, NodeCapacity.Cpu(), NodeCapacity.Memory(), ptrQuantity(NodeCapacity, "nvidia.com/gpu"))
+		o.Nodes, NodeCapacity.Cpu(), NodeCapacity.Memory(), NodeCapacity.Name("nvidia.com/gpu", resource.DecimalSI))
 	for i := range o.Nodes {
 		node := &corev1.Node{
 			ObjectMeta: metav1.ObjectMeta{
@@ -335,11 +335,6 @@ func ensureNodes(ctx context.Context, cl client.Client, o Options) error {
 		}
 	}
 	return nil
-}
-
-func ptrQuantity(l corev1.ResourceList, name corev1.ResourceName) string {
-	q := l[name]
-	return q.String()
 }
 
 func ensureNamespace(ctx context.Context, cl client.Client, name string) error {

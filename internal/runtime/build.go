@@ -48,16 +48,6 @@ type Plan struct {
 	Service *corev1.Service
 }
 
-// HasTrainer reports whether one of the steps is the trainer step.
-func (p *Plan) HasTrainer() bool {
-	for _, s := range p.Steps {
-		if s.Trainer {
-			return true
-		}
-	}
-	return false
-}
-
 // JobName is the name of the child Job for replica index of replicated Job
 // rjob of TrainJob trainJob.
 func JobName(trainJob, rjob string, index int32) string {

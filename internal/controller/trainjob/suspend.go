@@ -4,10 +4,9 @@ import (
 	"context"
 	"errors"
 
-	"k8s.io/apimachinery/pkg/api/meta"
-
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
