@@ -7,6 +7,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 
@@ -137,6 +138,22 @@ func Validate(cfg *configv1alpha1.Configuration) field.ErrorList {
 	}
 	if p := *cfg.Webhook.Port; *cfg.Webhook.Enable && (p < 1 || p > 65535) {
 		errs = append(errs, field.Invalid(field.NewPath("webhook", "port"), p, "must be a port number, 1 to 65535"))
+	}
+	if cm := cfg.Webhook.CertManagement; *cfg.Webhook.Enable && *cm.Enable {
+		path := field.NewPath("webhook", "certManagement")
+		for _, n := range []struct {
+			name, value string
+			valid       func(string) []string
+		}{
+			{"secretName", cm.SecretName, validation.IsDNS1123Subdomain},
+			{"secretNamespace", cm.SecretNamespace, validation.IsDNS1123Label},
+			{"dnsName", cm.DNSName, validation.IsDNS1123Subdomain},
+			{"webhookConfigurationName", cm.WebhookConfigurationName, validation.IsDNS1123Subdomain},
+		} {
+			for _, msg := range n.valid(n.value) {
+				errs = append(errs, field.Invalid(path.Child(n.name), n.value, msg))
+			}
+		}
 	}
 	if *cfg.Controller.TTLWorkers < 1 {
 		errs = append(errs, field.Invalid(field.NewPath("controller", "ttlWorkers"), *cfg.Controller.TTLWorkers, "must be at least 1"))

@@ -85,6 +85,24 @@ objectRetentionPolicies:
 			file:     "apiVersion: config.trainer.kubeflow.org/v1alpha1\nkind: Configuration\nobjectRetentionPolicies:\n  trainJobs:\n    afterFinished: 1 day\n    afterFailed: 3\n",
 			wantErrs: []string{`objectRetentionPolicies.trainJobs.afterFinished: Invalid value: "1 day": must be a duration`, "objectRetentionPolicies.trainJobs.afterFailed: Invalid value: 3: must be a duration"},
 		},
+		"certificate management follows the Secret's namespace": {
+			file: `apiVersion: config.trainer.kubeflow.org/v1alpha1
+kind: Configuration
+webhook:
+  certManagement:
+    secretNamespace: ml-platform
+`,
+			want: func() *configv1alpha1.Configuration {
+				c := defaults()
+				c.Webhook.CertManagement.SecretNamespace = "ml-platform"
+				c.Webhook.CertManagement.DNSName = "trainjob-operator-webhook.ml-platform.svc"
+				return c
+			},
+		},
+		"invalid certificate management names": {
+			file:     "apiVersion: config.trainer.kubeflow.org/v1alpha1\nkind: Configuration\nwebhook:\n  certManagement:\n    secretName: Webhook_Certs\n    dnsName: \"-bad\"\n",
+			wantErrs: []string{`webhook.certManagement.secretName: Invalid value: "Webhook_Certs"`, `webhook.certManagement.dnsName: Invalid value: "-bad"`},
+		},
 		"invalid values name their field": {
 			file: `apiVersion: config.trainer.kubeflow.org/v1alpha1
 kind: Configuration

@@ -4,6 +4,7 @@
 package manager
 
 import (
+	"context"
 	"fmt"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -27,6 +28,7 @@ import (
 
 	configv1alpha1 "github.com/trainjob-operator/trainjob-operator/api/config/v1alpha1"
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
+	"github.com/trainjob-operator/trainjob-operator/internal/certs"
 	"github.com/trainjob-operator/trainjob-operator/internal/controller/trainjob"
 	"github.com/trainjob-operator/trainjob-operator/internal/controller/ttl"
 	"github.com/trainjob-operator/trainjob-operator/internal/metrics"
@@ -99,7 +101,7 @@ func New(restConfig *rest.Config, cfg *configv1alpha1.Configuration, opts Option
 		LeaseDuration:                 ptr.To(le.LeaseDuration.Duration),
 		RenewDeadline:                 ptr.To(le.RenewDeadline.Duration),
 		RetryPeriod:                   ptr.To(le.RetryPeriod.Duration),
-		Cache:                         cache.Options{ByObject: childCaches()},
+		Cache:                         cache.Options{ByObject: caches(cfg)},
 		Controller:                    config.Controller{SkipNameValidation: ptr.To(opts.SkipNameValidation)},
 	})
 	if err != nil {
@@ -115,8 +117,8 @@ func New(restConfig *rest.Config, cfg *configv1alpha1.Configuration, opts Option
 		if err := mgr.AddReadyzCheck("webhook", webhookServer.StartedChecker()); err != nil {
 			return nil, err
 		}
-		if err := trainjobwebhook.NewTrainJobValidator(mgr.GetClient()).SetupWithManager(mgr); err != nil {
-			return nil, fmt.Errorf("setting up the TrainJob webhook: %w", err)
+		if err := setupWebhook(mgr, cfg.Webhook); err != nil {
+			return nil, err
 		}
 	}
 
@@ -138,14 +140,56 @@ func New(restConfig *rest.Config, cfg *configv1alpha1.Configuration, opts Option
 	return mgr, nil
 }
 
-// childCaches limits the Job and Service caches to the objects TrainJobs
-// own, so the manager does not hold every Job and Service of the cluster.
-func childCaches() map[client.Object]cache.ByObject {
+// setupWebhook registers the TrainJob webhook. With certificate management
+// on, it does so only once the serving certificate is in place: the webhook
+// server cannot start without one.
+func setupWebhook(mgr ctrl.Manager, cfg *configv1alpha1.Webhook) error {
+	register := func() error {
+		if err := trainjobwebhook.NewTrainJobValidator(mgr.GetClient()).SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up the TrainJob webhook: %w", err)
+		}
+		return nil
+	}
+	if !*cfg.CertManagement.Enable {
+		return register()
+	}
+	certsReady, err := certs.Setup(mgr, cfg.CertManagement, cfg.CertDir)
+	if err != nil {
+		return err
+	}
+	return mgr.Add(afterCerts{ready: certsReady, start: register})
+}
+
+// afterCerts runs start once ready closes, on every replica.
+type afterCerts struct {
+	ready <-chan struct{}
+	start func() error
+}
+
+func (a afterCerts) Start(ctx context.Context) error {
+	select {
+	case <-a.ready:
+		return a.start()
+	case <-ctx.Done():
+		return nil
+	}
+}
+
+func (afterCerts) NeedLeaderElection() bool { return false }
+
+// caches limits what the manager's caches hold: the Jobs and Services
+// TrainJobs own rather than every Job and Service of the cluster, and the
+// webhook certificate's Secret alone.
+func caches(cfg *configv1alpha1.Configuration) map[client.Object]cache.ByObject {
 	owned, err := labels.NewRequirement(trainer.TrainJobNameLabel, selection.Exists, nil)
 	utilruntime.Must(err)
 	selector := labels.NewSelector().Add(*owned)
-	return map[client.Object]cache.ByObject{
+	byObject := map[client.Object]cache.ByObject{
 		&batchv1.Job{}:    {Label: selector},
 		&corev1.Service{}: {Label: selector},
 	}
+	if cm := cfg.Webhook.CertManagement; *cfg.Webhook.Enable && *cm.Enable {
+		byObject[&corev1.Secret{}] = certs.SecretCache(cm)
+	}
+	return byObject
 }

@@ -142,6 +142,8 @@ func startManager(configure func(*configv1alpha1.Configuration)) (*runningManage
 	cfg.Webhook.Host = webhooks.LocalServingHost
 	cfg.Webhook.Port = ptr.To(int32(webhooks.LocalServingPort))
 	cfg.Webhook.CertDir = webhooks.LocalServingCertDir
+	// envtest makes the certificate and fills in the caBundle itself.
+	cfg.Webhook.CertManagement.Enable = ptr.To(false)
 	if configure != nil {
 		configure(cfg)
 	}

@@ -158,4 +158,38 @@ type Webhook struct {
 	// to /tmp/k8s-webhook-server/serving-certs.
 	// +optional
 	CertDir string `json:"certDir,omitempty"`
+	// certManagement has the manager make the webhook's serving certificate,
+	// rotate it before it expires, write it to certDir and keep the webhook
+	// configuration's caBundle current, with no manual step. Turn it off to
+	// bring a certificate of your own into certDir, from cert-manager for
+	// instance.
+	// +optional
+	CertManagement *WebhookCertManagement `json:"certManagement,omitempty"`
+}
+
+// WebhookCertManagement says where the manager keeps the webhook's
+// certificate. The RBAC shipped in config/rbac grants access to the default
+// names only; change both together.
+type WebhookCertManagement struct {
+	// enable turns certificate management on. Defaults to true.
+	// +optional
+	Enable *bool `json:"enable,omitempty"`
+	// secretName is the Secret that holds the CA and the serving
+	// certificate, shared by every replica. It must exist: config/webhook
+	// ships it empty and the manager fills it. Defaults to
+	// trainjob-operator-webhook-certs.
+	// +optional
+	SecretName string `json:"secretName,omitempty"`
+	// secretNamespace is the Secret's namespace. Defaults to trainjob-system.
+	// +optional
+	SecretNamespace string `json:"secretNamespace,omitempty"`
+	// dnsName is the name the API server calls the webhook by, which the
+	// serving certificate is made for. Defaults to
+	// trainjob-operator-webhook.<secretNamespace>.svc.
+	// +optional
+	DNSName string `json:"dnsName,omitempty"`
+	// webhookConfigurationName is the ValidatingWebhookConfiguration whose
+	// caBundle the manager keeps. Defaults to trainjob-operator.
+	// +optional
+	WebhookConfigurationName string `json:"webhookConfigurationName,omitempty"`
 }

@@ -18,6 +18,11 @@ const (
 	DefaultTTLWorkers             = 5
 	DefaultWebhookPort            = 9443
 	DefaultWebhookCertDir         = "/tmp/k8s-webhook-server/serving-certs"
+	// DefaultNamespace is where config/default installs the manager.
+	DefaultNamespace                = "trainjob-system"
+	DefaultWebhookSecretName        = "trainjob-operator-webhook-certs"
+	DefaultWebhookServiceName       = "trainjob-operator-webhook"
+	DefaultWebhookConfigurationName = "trainjob-operator"
 )
 
 // SetDefaults fills in every field left out of c.
@@ -86,5 +91,24 @@ func SetDefaults(c *Configuration) {
 	}
 	if c.Webhook.CertDir == "" {
 		c.Webhook.CertDir = DefaultWebhookCertDir
+	}
+	if c.Webhook.CertManagement == nil {
+		c.Webhook.CertManagement = &WebhookCertManagement{}
+	}
+	cm := c.Webhook.CertManagement
+	if cm.Enable == nil {
+		cm.Enable = ptr.To(true)
+	}
+	if cm.SecretName == "" {
+		cm.SecretName = DefaultWebhookSecretName
+	}
+	if cm.SecretNamespace == "" {
+		cm.SecretNamespace = DefaultNamespace
+	}
+	if cm.DNSName == "" {
+		cm.DNSName = DefaultWebhookServiceName + "." + cm.SecretNamespace + ".svc"
+	}
+	if cm.WebhookConfigurationName == "" {
+		cm.WebhookConfigurationName = DefaultWebhookConfigurationName
 	}
 }
