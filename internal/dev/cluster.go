@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	configv1alpha1 "github.com/trainjob-operator/trainjob-operator/api/config/v1alpha1"
 	"github.com/trainjob-operator/trainjob-operator/internal/manager"
 )
 
@@ -103,6 +104,10 @@ const devConfiguration = `apiVersion: config.trainer.kubeflow.org/v1alpha1
 kind: Configuration
 leaderElection:
   leaderElect: false
+webhook:
+  certManagement:
+    # The API server calls the manager on this machine by this name.
+    dnsName: localhost
 objectRetentionPolicies:
   trainJobs:
     afterFinished: 1h
@@ -156,18 +161,24 @@ func Up(ctx context.Context, o Options) error {
 		return err
 	}
 
-	ca, err := ensureCerts(filepath.Join(o.WorkDir, "certs"), time.Now())
-	if err != nil {
+	if st.ManagerPID == 0 || !processAlive(st.ManagerPID) {
+		if err := choosePorts(&st); err != nil {
+			return err
+		}
+	}
+	// The manager makes the webhook's certificate, fills the Secret and the
+	// caBundle, and is ready only once it serves with it.
+	step(o, "registering the validating webhook at https://localhost:%d", st.WebhookPort)
+	if err := ensureCertSecret(ctx, cl); err != nil {
+		return err
+	}
+	if err := applyWebhookConfiguration(ctx, cl, o, st.WebhookPort); err != nil {
 		return err
 	}
 	if err := ensureManager(ctx, o, &st, configPath); err != nil {
 		return err
 	}
 	if err := saveState(o, st); err != nil {
-		return err
-	}
-	step(o, "registering the validating webhook at https://127.0.0.1:%d", st.WebhookPort)
-	if err := applyWebhookConfiguration(ctx, cl, o, st.WebhookPort, ca); err != nil {
 		return err
 	}
 	step(o, "ready in %s: export KUBECONFIG=%s", time.Since(start).Round(100*time.Millisecond), o.Kubeconfig())
@@ -358,9 +369,20 @@ func applyConfigMap(ctx context.Context, cl client.Client, config string) error 
 	return nil
 }
 
+// ensureCertSecret creates the webhook certificate's Secret empty, as
+// config/webhook ships it, unless it exists.
+func ensureCertSecret(ctx context.Context, cl client.Client) error {
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: configv1alpha1.DefaultWebhookSecretName, Namespace: systemNamespace}}
+	if err := cl.Create(ctx, s); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating the webhook certificate Secret: %w", err)
+	}
+	return nil
+}
+
 // applyWebhookConfiguration registers the generated webhook configuration,
-// pointed at the manager on this machine.
-func applyWebhookConfiguration(ctx context.Context, cl client.Client, o Options, port int, ca []byte) error {
+// pointed at the manager on this machine. The caBundle is the manager's to
+// keep: an update leaves it as it is.
+func applyWebhookConfiguration(ctx context.Context, cl client.Client, o Options, port int) error {
 	data, err := os.ReadFile(filepath.Join(o.Root, "config", "webhook", "manifests.yaml"))
 	if err != nil {
 		return err
@@ -369,23 +391,26 @@ func applyWebhookConfiguration(ctx context.Context, cl client.Client, o Options,
 	if err := yaml.UnmarshalStrict(data, &want); err != nil {
 		return fmt.Errorf("config/webhook/manifests.yaml: %w", err)
 	}
-	want.Name = "trainjob-operator-dev"
+	want.Name = configv1alpha1.DefaultWebhookConfigurationName
+	var cur admissionregistrationv1.ValidatingWebhookConfiguration
+	err = cl.Get(ctx, client.ObjectKey{Name: want.Name}, &cur)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
 	for i := range want.Webhooks {
 		w := &want.Webhooks[i]
 		path := "/"
 		if w.ClientConfig.Service != nil && w.ClientConfig.Service.Path != nil {
 			path = *w.ClientConfig.Service.Path
 		}
-		url := fmt.Sprintf("https://127.0.0.1:%d%s", port, path)
-		w.ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: ca}
+		url := fmt.Sprintf("https://localhost:%d%s", port, path)
+		w.ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: &url}
+		if i < len(cur.Webhooks) {
+			w.ClientConfig.CABundle = cur.Webhooks[i].ClientConfig.CABundle
+		}
 	}
-	var cur admissionregistrationv1.ValidatingWebhookConfiguration
-	err = cl.Get(ctx, client.ObjectKey{Name: want.Name}, &cur)
-	switch {
-	case apierrors.IsNotFound(err):
+	if apierrors.IsNotFound(err) {
 		return cl.Create(ctx, &want)
-	case err != nil:
-		return err
 	}
 	want.ResourceVersion = cur.ResourceVersion
 	return cl.Update(ctx, &want)

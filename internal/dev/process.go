@@ -27,15 +27,8 @@ func ensureManager(ctx context.Context, o Options, st *state, configPath string)
 			return err
 		}
 	}
-	for _, port := range []*int{&st.WebhookPort, &st.MetricsPort, &st.HealthPort} {
-		if *port != 0 && portFree(*port) {
-			continue
-		}
-		p, err := freePort()
-		if err != nil {
-			return err
-		}
-		*port = p
+	if err := choosePorts(st); err != nil {
+		return err
 	}
 	logFile, err := os.OpenFile(o.ManagerLog(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -80,6 +73,23 @@ func ensureManager(ctx context.Context, o Options, st *state, configPath string)
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// choosePorts keeps the manager's ports that are free and picks new ones for
+// the others. The webhook port stays once chosen (the webhook configuration
+// names it) unless another program took it.
+func choosePorts(st *state) error {
+	for _, port := range []*int{&st.WebhookPort, &st.MetricsPort, &st.HealthPort} {
+		if *port != 0 && portFree(*port) {
+			continue
+		}
+		p, err := freePort()
+		if err != nil {
+			return err
+		}
+		*port = p
+	}
+	return nil
 }
 
 func ready(port int) error {
