@@ -198,6 +198,11 @@ func Down(ctx context.Context, o Options) error {
 		step(o, "stopping the manager (pid %d)", st.ManagerPID)
 		errs = append(errs, stopProcess(st.ManagerPID))
 	}
+	// Replicas a test started and did not stop.
+	for _, pid := range managersOf(o) {
+		step(o, "stopping a manager replica (pid %d)", pid)
+		errs = append(errs, stopProcess(pid))
+	}
 	if exists, err := kwokClusterExists(ctx, o); err != nil {
 		errs = append(errs, err)
 	} else if exists {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -176,8 +177,23 @@ func waitNoProcess(dir string, timeout time.Duration) error {
 	}
 }
 
+// managersOf lists the live manager processes that talk to o's cluster.
+func managersOf(o Options) []int {
+	exe := filepath.Join(o.BinDir, "manager")
+	return processesMatching(func(args []string) bool {
+		return args[0] == exe && slices.Contains(args, o.Kubeconfig())
+	})
+}
+
 // processesUnder lists the live processes whose executable is under dir.
 func processesUnder(dir string) []int {
+	return processesMatching(func(args []string) bool {
+		return strings.HasPrefix(args[0], dir+string(os.PathSeparator))
+	})
+}
+
+// processesMatching lists the live processes whose command line matches.
+func processesMatching(match func(args []string) bool) []int {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
@@ -192,8 +208,11 @@ func processesUnder(dir string) []int {
 		if err != nil {
 			continue
 		}
-		exe, _, _ := strings.Cut(string(cmdline), "\x00")
-		if strings.HasPrefix(exe, dir+string(os.PathSeparator)) && processAlive(pid) {
+		if len(cmdline) == 0 {
+			continue
+		}
+		args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
+		if match(args) && processAlive(pid) {
 			pids = append(pids, pid)
 		}
 	}

@@ -127,6 +127,7 @@ func runChurn(t *testing.T, n int, disrupt disruption) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	rec := record(ctx, t, ns)
+	creations := watchJobCreations(ctx, t, ns)
 	plans := workload(n)
 	byName := map[string]plan{}
 	for _, p := range plans {
@@ -223,6 +224,7 @@ func runChurn(t *testing.T, n int, disrupt disruption) {
 		}
 	}
 	leftovers := audit(ctx, t, ns)
+	rerun, jobs := creations.twice()
 
 	t.Logf("faults: %d TrainJobs (%d finish, %d overrun a deadline, %d to suspend and resume) in %s; %s",
 		n, count(plans, finishes), count(plans, overruns), count(plans, suspended), elapsed.Round(time.Second), fault)
@@ -233,10 +235,11 @@ func runChurn(t *testing.T, n int, disrupt disruption) {
 	t.Logf("lateness of TTL delete requests (deletionTimestamp - due, 1s resolution): %s", percentiles(requestLate))
 	t.Logf("lateness of TTL deletions, children first (gone from the watch - due): %s", percentiles(ttlLate))
 	t.Logf("lateness of deadlines (Failed time - due, 1s resolution): %s", percentiles(deadlineLate))
+	t.Logf("child Jobs created twice (work re-run): %d of %d", len(rerun), jobs)
 	t.Logf("audit: %d objects left behind", len(leftovers))
 	for what, names := range map[string][]string{
 		"deleted before their time": early, "never deleted": neverDeleted, "deadline not enforced": deadlineMissed,
-		"deadline enforced early": deadlineEarly, "left behind": leftovers,
+		"deadline enforced early": deadlineEarly, "left behind": leftovers, "child Jobs created twice": rerun,
 	} {
 		if len(names) > 0 {
 			t.Errorf("%s: %v", what, names)

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -141,4 +142,63 @@ func percentiles(ds []time.Duration) string {
 	slices.Sort(ds)
 	at := func(p float64) time.Duration { return ds[min(len(ds)-1, int(p*float64(len(ds))))] }
 	return fmt.Sprintf("p50 %v, p90 %v, max %v (n=%d)", at(0.5).Round(10*time.Millisecond), at(0.9).Round(10*time.Millisecond), ds[len(ds)-1].Round(10*time.Millisecond), len(ds))
+}
+
+// jobCreations watches the Jobs of a namespace and records the UIDs each
+// Job name had: a name with two UIDs is a child created twice, work re-run.
+type jobCreations struct {
+	mu   sync.Mutex
+	uids map[string]map[types.UID]bool
+}
+
+func watchJobCreations(ctx context.Context, t *testing.T, ns string) *jobCreations {
+	c := &jobCreations{uids: map[string]map[types.UID]bool{}}
+	var list batchv1.JobList
+	if err := k8s.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	rv := list.ResourceVersion
+	go func() {
+		for ctx.Err() == nil {
+			w, err := k8s.Watch(ctx, &batchv1.JobList{}, client.InNamespace(ns), &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true}})
+			if err != nil {
+				time.Sleep(200 * time.Millisecond)
+				continue
+			}
+			for ev := range w.ResultChan() {
+				if ev.Type == watch.Error {
+					rv = "" // start from now: a re-list shows the Jobs that exist, with their UIDs
+					break
+				}
+				j, ok := ev.Object.(*batchv1.Job)
+				if !ok {
+					continue
+				}
+				rv = j.ResourceVersion
+				if ev.Type != watch.Added {
+					continue
+				}
+				c.mu.Lock()
+				if c.uids[j.Name] == nil {
+					c.uids[j.Name] = map[types.UID]bool{}
+				}
+				c.uids[j.Name][j.UID] = true
+				c.mu.Unlock()
+			}
+			w.Stop()
+		}
+	}()
+	return c
+}
+
+// twice lists the Job names created more than once, and counts the names.
+func (c *jobCreations) twice() (names []string, jobs int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name, uids := range c.uids {
+		if len(uids) > 1 {
+			names = append(names, fmt.Sprintf("%s (%d times)", name, len(uids)))
+		}
+	}
+	return names, len(c.uids)
 }

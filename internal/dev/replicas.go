@@ -1,0 +1,203 @@
+package dev
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Replica is one of several managers of a cluster with leader election on,
+// as the replicas of config/default's Deployment are.
+type Replica struct {
+	Name                    string
+	PID                     int
+	MetricsPort, HealthPort int
+	webhookPort             int
+	o                       Options
+	// exited is closed when the process ends.
+	exited chan struct{}
+}
+
+// leaseNamespace holds the replicas' leader election Lease, as in a cluster.
+const leaseNamespace = systemNamespace
+
+// StartReplicas stops the cluster's manager and starts n managers with
+// leader election in its place. The first serves the webhook on the port the
+// webhook configuration names, the others on ports of their own (a Service
+// would spread calls over all of them in a cluster). StopReplicas and then
+// RestartManager bring the single manager back.
+func StartReplicas(ctx context.Context, o Options, n int) ([]*Replica, error) {
+	o.defaults()
+	st, err := loadState(o)
+	if err != nil {
+		return nil, err
+	}
+	if st.ManagerPID != 0 {
+		if err := stopProcess(st.ManagerPID); err != nil {
+			return nil, err
+		}
+	}
+	var rs []*Replica
+	for i := range n {
+		r := &Replica{Name: fmt.Sprintf("replica-%d", i), o: o, webhookPort: st.WebhookPort}
+		if i > 0 {
+			if r.webhookPort, err = freePort(); err != nil {
+				return rs, err
+			}
+		}
+		if r.MetricsPort, err = freePort(); err != nil {
+			return rs, err
+		}
+		if r.HealthPort, err = freePort(); err != nil {
+			return rs, err
+		}
+		if err := r.Start(ctx); err != nil {
+			return rs, err
+		}
+		rs = append(rs, r)
+	}
+	return rs, nil
+}
+
+// StopReplicas stops each replica with SIGTERM, so a leader releases its
+// Lease.
+func StopReplicas(rs []*Replica) error {
+	for _, r := range rs {
+		if err := stopProcess(r.PID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Start starts the replica (again, after Kill) on its ports and waits until
+// it is ready: serving its webhook, leading or not.
+func (r *Replica) Start(ctx context.Context) error {
+	logPath := r.logPath()
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = logFile.Close() }()
+	cmd := exec.Command(filepath.Join(r.o.BinDir, "manager"),
+		"--config", filepath.Join(r.o.WorkDir, "config.yaml"),
+		"--kubeconfig", r.o.Kubeconfig(),
+		"--leader-elect=true",
+		"--leader-election-namespace", leaseNamespace,
+		"--webhook-port", strconv.Itoa(r.webhookPort),
+		"--webhook-cert-dir", filepath.Join(r.o.WorkDir, r.Name, "certs"),
+		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", r.MetricsPort),
+		"--metrics-insecure",
+		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", r.HealthPort),
+	)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting manager %s: %w", r.Name, err)
+	}
+	r.PID = cmd.Process.Pid
+	r.exited = make(chan struct{})
+	go func(exited chan struct{}) { _ = cmd.Wait(); close(exited) }(r.exited)
+
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := ready(r.HealthPort)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-r.exited:
+			return fmt.Errorf("manager %s exited; the end of %s:\n%s", r.Name, logPath, tail(logPath, 20))
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("manager %s is not ready after a minute (%w); see %s", r.Name, err, logPath)
+		}
+	}
+}
+
+// Log returns the last lines of the replica's log.
+func (r *Replica) Log(lines int) string {
+	return tail(r.logPath(), lines)
+}
+
+func (r *Replica) logPath() string {
+	return filepath.Join(r.o.WorkDir, "manager-"+r.Name+".log")
+}
+
+// Kill kills the replica with SIGKILL, as a crash or a lost node would: it
+// does not release its Lease.
+func (r *Replica) Kill() error {
+	if err := syscall.Kill(r.PID, syscall.SIGKILL); err != nil {
+		return err
+	}
+	<-r.exited
+	return nil
+}
+
+// Leading reports whether the replica holds the leader Lease, from its
+// leader_election_master_status metric. A replica that does not answer is
+// not leading.
+func (r *Replica) Leading() bool {
+	v, err := r.metric("leader_election_master_status", nil)
+	return err == nil && v > 0
+}
+
+// Reconciles is the number of reconciles the named controllers of the
+// replica did (controller_runtime_reconcile_total, every result).
+func (r *Replica) Reconciles(controllers ...string) (float64, error) {
+	return r.metric("controller_runtime_reconcile_total", func(labels string) bool {
+		return slices.ContainsFunc(controllers, func(c string) bool {
+			return strings.Contains(labels, `controller="`+c+`"`)
+		})
+	})
+}
+
+// metric sums the samples of a metric the replica exposes whose labels
+// match (nil: every sample).
+func (r *Replica) metric(name string, match func(labels string) bool) (float64, error) {
+	client := http.Client{Timeout: 2 * time.Second}
+	resp, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", r.MetricsPort))
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("metrics of %s: %s", r.Name, resp.Status)
+	}
+	var sum float64
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
+	for sc.Scan() {
+		line := sc.Text()
+		rest, ok := strings.CutPrefix(line, name)
+		if !ok || (rest != "" && rest[0] != '{' && rest[0] != ' ') {
+			continue
+		}
+		end := strings.LastIndexByte(rest, '}') + 1
+		if match != nil && !match(rest[:end]) {
+			continue
+		}
+		fields := strings.Fields(rest[end:])
+		if len(fields) == 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(fields[0], 64)
+		if err != nil {
+			return 0, fmt.Errorf("metric %s of %s: %q: %w", name, r.Name, line, err)
+		}
+		sum += v
+	}
+	return sum, sc.Err()
+}
