@@ -61,6 +61,7 @@ func New(restConfig *rest.Config, cfg *configv1alpha1.Configuration, opts Option
 	restConfig = rest.CopyConfig(restConfig)
 	restConfig.QPS = *cfg.ClientConnection.QPS
 	restConfig.Burst = int(*cfg.ClientConnection.Burst)
+	restConfig.Wrap(metrics.CountRequests)
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}

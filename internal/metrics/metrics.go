@@ -146,6 +146,6 @@ var (
 // Register adds the metrics to controller-runtime's registry, once.
 func Register() {
 	registerOnce.Do(func() {
-		crmetrics.Registry.MustRegister(TTLDeletions, TTLDeletionLatency, DeadlineExceeded, Finished, PendingDeletions, DeadlineRemaining)
+		crmetrics.Registry.MustRegister(TTLDeletions, TTLDeletionLatency, DeadlineExceeded, Finished, PendingDeletions, DeadlineRemaining, APIRequests)
 	})
 }
