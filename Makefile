@@ -118,7 +118,7 @@ test-e2e: tools build ## Run the end-to-end tests on a local cluster of their ow
 
 .PHONY: test-faults
 test-faults: tools build ## Fault scenarios on a local cluster of their own, full size (FAULTS_TRAINJOBS=500).
-	FAULTS_TRAINJOBS=$${FAULTS_TRAINJOBS:-500} go test $(GO_TEST_FLAGS) -v -timeout 60m ./test/faults/... 2>&1 | \
+	FAULTS_TRAINJOBS=$${FAULTS_TRAINJOBS:-500} go test $(GO_TEST_FLAGS) -v -timeout 85m ./test/faults/... 2>&1 | \
 		grep --line-buffered -vE '^=== (RUN|PAUSE|CONT)'
 
 .PHONY: test-faults-short

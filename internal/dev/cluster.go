@@ -51,6 +51,9 @@ type Options struct {
 	Nodes int
 	// Out receives one line per step.
 	Out io.Writer
+	// ManagerArgs are added to the manager's command line when Up or
+	// RestartManager start it (flags override its configuration file).
+	ManagerArgs []string
 }
 
 func (o *Options) defaults() {
@@ -334,18 +337,23 @@ var NodeCapacity = corev1.ResourceList{
 	"nvidia.com/gpu":      resource.MustParse("8"),
 }
 
+// SimulatedNode is a node kwok runs Pods on, offering capacity.
+func SimulatedNode(name string, capacity corev1.ResourceList) *corev1.Node {
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        name,
+			Annotations: map[string]string{"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+			Labels:      map[string]string{"type": "kwok", "kubernetes.io/hostname": name},
+		},
+		Status: corev1.NodeStatus{Allocatable: capacity, Capacity: capacity},
+	}
+}
+
 func ensureNodes(ctx context.Context, cl client.Client, o Options) error {
 	step(o, "%d simulated nodes, each with %s CPUs, %s memory and %s nvidia.com/gpu",
 		o.Nodes, NodeCapacity.Cpu(), NodeCapacity.Memory(), NodeCapacity.Name("nvidia.com/gpu", resource.DecimalSI))
 	for i := range o.Nodes {
-		node := &corev1.Node{
-			ObjectMeta: metav1.ObjectMeta{
-				Name:        fmt.Sprintf("kwok-node-%d", i),
-				Annotations: map[string]string{"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
-				Labels:      map[string]string{"type": "kwok", "kubernetes.io/hostname": fmt.Sprintf("kwok-node-%d", i)},
-			},
-			Status: corev1.NodeStatus{Allocatable: NodeCapacity, Capacity: NodeCapacity},
-		}
+		node := SimulatedNode(fmt.Sprintf("kwok-node-%d", i), NodeCapacity)
 		if err := cl.Create(ctx, node); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating node %s: %w", node.Name, err)
 		}

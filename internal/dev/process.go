@@ -45,6 +45,7 @@ func ensureManager(ctx context.Context, o Options, st *state, configPath string)
 		"--metrics-insecure",
 		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", st.HealthPort),
 	)
+	cmd.Args = append(cmd.Args, o.ManagerArgs...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// Its own session: the manager outlives `trainctl dev up` and does not
 	// get the terminal's Ctrl-C.
@@ -239,6 +240,20 @@ func KillManager(o Options) error {
 	return nil
 }
 
+// Manager reports the manager's process ID and metrics port (served over
+// plain HTTP on 127.0.0.1), or an error if it does not run.
+func Manager(o Options) (pid, metricsPort int, err error) {
+	o.defaults()
+	st, err := loadState(o)
+	if err != nil {
+		return 0, 0, err
+	}
+	if st.ManagerPID == 0 || !processAlive(st.ManagerPID) {
+		return 0, 0, fmt.Errorf("no manager is running for %s; run 'make dev-up'", o.WorkDir)
+	}
+	return st.ManagerPID, st.MetricsPort, nil
+}
+
 // RestartManager starts the manager of a cluster that is up, if it is not
 // running, and waits until it is ready.
 func RestartManager(ctx context.Context, o Options) error {
@@ -345,4 +360,43 @@ func StopAPIServer(o Options) (start func() error, err error) {
 		}
 		return nil
 	}, nil
+}
+
+// ComponentArgs returns the command line of the cluster's running
+// control-plane component name (kube-controller-manager, for instance).
+func ComponentArgs(o Options, name string) ([]string, error) {
+	c, err := findComponent(o, name)
+	if err != nil {
+		return nil, err
+	}
+	return c.args, nil
+}
+
+// RestartComponent stops the cluster's control-plane component name and
+// starts it again with the command line edit returns for its current one.
+func RestartComponent(o Options, name string, edit func(args []string) []string) error {
+	c, err := findComponent(o, name)
+	if err != nil {
+		return err
+	}
+	if err := stopProcess(c.pid); err != nil {
+		return err
+	}
+	c.args = edit(slices.Clone(c.args))
+	return c.start(filepath.Join(o.WorkDir, "kwok", "clusters", o.Name, "logs"))
+}
+
+func findComponent(o Options, name string) (component, error) {
+	o.defaults()
+	dir := filepath.Join(o.WorkDir, "kwok", "clusters", o.Name)
+	for _, pid := range processesUnder(dir) {
+		c, err := readComponent(pid)
+		if err != nil {
+			return c, err
+		}
+		if c.name == name {
+			return c, nil
+		}
+	}
+	return component{}, fmt.Errorf("no %s runs under %s", name, dir)
 }
