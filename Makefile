@@ -60,14 +60,16 @@ vet: ## Run go vet.
 lint: ## Run golangci-lint.
 	@hack/build-tools.sh golangci-lint >/dev/null
 	$(GOLANGCI_LINT) run ./...
+	cd bench && $(GOLANGCI_LINT) run --config $(ROOT)/.golangci.yml ./...
 
 .PHONY: verify
 verify: generate manifests ## Fail if generated files, go.mod or formatting drift from the sources.
 	go mod tidy
 	cd hack/tools && go mod tidy
 	cd hack/tools/golangci-lint && go mod tidy
+	cd bench && go mod tidy
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed on:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
-	@git diff --exit-code -- api config go.mod go.sum hack || { echo; echo "Generated files or go.mod are out of date: run 'make generate manifests' and 'go mod tidy', then commit."; exit 1; }
+	@git diff --exit-code -- api config go.mod go.sum hack bench/go.mod bench/go.sum || { echo; echo "Generated files or go.mod are out of date: run 'make generate manifests' and 'go mod tidy', then commit."; exit 1; }
 	@untracked="$$(git ls-files --others --exclude-standard -- api config)"; test -z "$$untracked" || { echo "Untracked generated files: $$untracked"; exit 1; }
 
 .PHONY: build
@@ -125,3 +127,13 @@ test-faults: tools build ## Fault scenarios on a local cluster of their own, ful
 test-faults-short: tools build ## The fault scenarios, small (60 TrainJobs), as make test runs them.
 	FAULTS_TRAINJOBS=60 go test $(GO_TEST_FLAGS) -v -timeout 20m ./test/faults/... 2>&1 | \
 		grep --line-buffered -vE '^=== (RUN|PAUSE|CONT)'
+
+##@ Benchmarks
+
+# Flags of make bench, e.g. BENCH_FLAGS="-full" or "-scenarios b1 -ttl-n 10000".
+BENCH_FLAGS ?=
+
+.PHONY: bench
+bench: build ## Benchmarks on the cluster of make dev-up, beside kube-controller-manager (BENCH_FLAGS=-full for the full sizes); results in bench/results.
+	@test -f .dev/state.json || { echo "No local cluster: run 'make dev-up' first."; exit 1; }
+	cd bench && go run . -root $(ROOT) $(BENCH_FLAGS)

@@ -1,0 +1,404 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/trainjob-operator/trainjob-operator/internal/dev"
+	"github.com/trainjob-operator/trainjob-operator/internal/manager"
+)
+
+const kcm = "kube-controller-manager"
+
+// bench holds what every scenario uses.
+type bench struct {
+	c   config
+	o   dev.Options
+	cl  client.WithWatch
+	out *os.File
+
+	qps   float64
+	burst int
+	// restore undoes the changes to the cluster's processes.
+	restore []func() error
+	// kcmMetricsPort is where kube-controller-manager serves /metrics.
+	kcmMetricsPort int
+	nodes          []string
+}
+
+func newBench(ctx context.Context, c config) (*bench, error) {
+	b := &bench{c: c, out: os.Stdout, o: dev.Options{Root: c.root, Out: os.Stdout}}
+	if _, _, err := dev.Manager(b.o); err != nil {
+		return nil, err
+	}
+	kubeconfig := filepath.Join(c.root, ".dev", "kubeconfig")
+	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", kubeconfig, err)
+	}
+	// The bench's own client is not the bottleneck.
+	rc.QPS, rc.Burst = 2000, 4000
+	if b.cl, err = client.NewWithWatch(rc, client.Options{Scheme: manager.Scheme}); err != nil {
+		return nil, err
+	}
+	args, err := dev.ComponentArgs(b.o, kcm)
+	if err != nil {
+		return nil, err
+	}
+	kcmQPS, kcmBurst, port := flagValue(args, "--kube-api-qps"), flagValue(args, "--kube-api-burst"), flagValue(args, "--secure-port")
+	if b.kcmMetricsPort, err = strconv.Atoi(port); err != nil {
+		return nil, fmt.Errorf("%s has no --secure-port: %v", kcm, args)
+	}
+	b.qps, b.burst = c.qps, c.burst
+	if b.qps == 0 {
+		if b.qps, err = strconv.ParseFloat(kcmQPS, 64); err != nil {
+			return nil, fmt.Errorf("%s has no --kube-api-qps to match: %v", kcm, args)
+		}
+	}
+	if b.burst == 0 {
+		if b.burst, err = strconv.Atoi(kcmBurst); err != nil {
+			return nil, fmt.Errorf("%s has no --kube-api-burst to match: %v", kcm, args)
+		}
+	}
+	if err := b.equalizeQPS(ctx, kcmQPS, kcmBurst); err != nil {
+		b.close()
+		return nil, err
+	}
+	return b, nil
+}
+
+// equalizeQPS gives the manager and kube-controller-manager the same client
+// QPS and burst, restarting each that has other values.
+func (b *bench) equalizeQPS(ctx context.Context, kcmQPS, kcmBurst string) error {
+	qps, burst := strconv.FormatFloat(b.qps, 'f', -1, 64), strconv.Itoa(b.burst)
+	if qps != kcmQPS || burst != kcmBurst {
+		b.logf("restarting %s with --kube-api-qps=%s --kube-api-burst=%s", kcm, qps, burst)
+		edit := func(want map[string]string) func([]string) []string {
+			return func(args []string) []string {
+				args = slices.DeleteFunc(args, func(a string) bool {
+					return strings.HasPrefix(a, "--kube-api-qps=") || strings.HasPrefix(a, "--kube-api-burst=")
+				})
+				return append(args, "--kube-api-qps="+want["qps"], "--kube-api-burst="+want["burst"])
+			}
+		}
+		if err := dev.RestartComponent(b.o, kcm, edit(map[string]string{"qps": qps, "burst": burst})); err != nil {
+			return err
+		}
+		b.restore = append(b.restore, func() error {
+			return dev.RestartComponent(b.o, kcm, edit(map[string]string{"qps": kcmQPS, "burst": kcmBurst}))
+		})
+	}
+	b.logf("restarting the manager with --kube-api-qps=%s --kube-api-burst=%s", qps, burst)
+	if err := b.restartManager(ctx, "--kube-api-qps="+qps, "--kube-api-burst="+burst); err != nil {
+		return err
+	}
+	b.restore = append(b.restore, func() error { return b.restartManager(context.Background()) })
+	return nil
+}
+
+// restartManager starts the dev manager again with args.
+func (b *bench) restartManager(ctx context.Context, args ...string) error {
+	if err := dev.KillManager(b.o); err != nil {
+		return err
+	}
+	o := b.o
+	o.ManagerArgs = args
+	return dev.RestartManager(ctx, o)
+}
+
+// close deletes the bench's nodes and puts the processes back as they were.
+func (b *bench) close() {
+	ctx := context.Background()
+	for _, n := range b.nodes {
+		_ = b.cl.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}})
+	}
+	for i := len(b.restore) - 1; i >= 0; i-- {
+		if err := b.restore[i](); err != nil {
+			b.logf("restoring the cluster: %v", err)
+		}
+	}
+}
+
+func (b *bench) logf(format string, args ...any) {
+	fmt.Fprintf(b.out, "%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+// machine describes where the run happened.
+func (b *bench) machine() map[string]any {
+	return map[string]any{
+		"cpus": runtime.NumCPU(), "memory": memTotal(), "date": time.Now().UTC().Format(time.RFC3339),
+		"managerQPS": b.qps, "managerBurst": b.burst, "kubeControllerManagerQPS": b.qps, "kubeControllerManagerBurst": b.burst,
+		"go": runtime.Version(),
+	}
+}
+
+func flagValue(args []string, name string) string {
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, name+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// ensureNodes adds simulated nodes until the cluster can run pods more Pods
+// at once; the bench removes them at the end.
+func (b *bench) ensureNodes(ctx context.Context, pods int) error {
+	const perNode = 1000
+	want := (pods + perNode - 1) / perNode
+	capacity := corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse("1000"),
+		corev1.ResourceMemory: resource.MustParse("16Ti"),
+		corev1.ResourcePods:   resource.MustParse(strconv.Itoa(perNode)),
+	}
+	for i := len(b.nodes); i < want; i++ {
+		name := fmt.Sprintf("bench-node-%d", i)
+		if err := b.cl.Create(ctx, dev.SimulatedNode(name, capacity)); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		b.nodes = append(b.nodes, name)
+	}
+	return nil
+}
+
+// namespace creates a namespace for one side of a scenario.
+func (b *bench) namespace(ctx context.Context, prefix string) (string, error) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
+	if err := b.cl.Create(ctx, ns); err != nil {
+		return "", err
+	}
+	return ns.Name, nil
+}
+
+// dropNamespace deletes a namespace and waits until it is gone, so the next
+// scenario starts on a quiet cluster.
+func (b *bench) dropNamespace(ctx context.Context, name string) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := b.cl.Delete(ctx, ns); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	deadline := time.Now().Add(10 * time.Minute)
+	for time.Now().Before(deadline) {
+		if err := b.cl.Get(ctx, client.ObjectKey{Name: name}, ns); apierrors.IsNotFound(err) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+	return fmt.Errorf("namespace %s still exists after 10 minutes", name)
+}
+
+// createAll creates objects with a few workers, reporting progress.
+func (b *bench) createAll(ctx context.Context, what string, objs []client.Object) error {
+	var mu sync.Mutex
+	var firstErr error
+	next := make(chan client.Object)
+	var wg sync.WaitGroup
+	done := 0
+	start := time.Now()
+	for range 16 {
+		wg.Go(func() {
+			for o := range next {
+				err := b.cl.Create(ctx, o)
+				mu.Lock()
+				if err != nil && firstErr == nil {
+					firstErr = fmt.Errorf("creating %s %s: %w", what, o.GetName(), err)
+				}
+				done++
+				mu.Unlock()
+			}
+		})
+	}
+	tick := time.NewTicker(5 * time.Second)
+	defer tick.Stop()
+	for _, o := range objs {
+		select {
+		case next <- o:
+		case <-tick.C:
+			mu.Lock()
+			b.logf("  created %d/%d %s", done, len(objs), what)
+			mu.Unlock()
+			next <- o
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	close(next)
+	wg.Wait()
+	if firstErr == nil {
+		b.logf("  created %d %s in %s", len(objs), what, time.Since(start).Round(100*time.Millisecond))
+	}
+	return firstErr
+}
+
+// event is one watch event with the time it arrived.
+type event struct {
+	typ watch.EventType
+	obj client.Object
+	at  time.Time
+}
+
+// watchAll watches the objects of list's kind in ns from now on, and calls
+// fn for each event, with its arrival time, until ctx ends. When a watch
+// ends it starts again from the last version seen; when that is too old,
+// from a fresh list (whose items come as Added).
+func (b *bench) watchAll(ctx context.Context, ns string, newList func() client.ObjectList, fn func(event)) error {
+	list := newList()
+	if err := b.cl.List(ctx, list, client.InNamespace(ns)); err != nil {
+		return err
+	}
+	rv := list.(metav1.ListInterface).GetResourceVersion()
+	go func() {
+		for ctx.Err() == nil {
+			if rv == "" {
+				l := newList()
+				if err := b.cl.List(ctx, l, client.InNamespace(ns)); err != nil {
+					time.Sleep(200 * time.Millisecond)
+					continue
+				}
+				now := time.Now()
+				items, _ := metaItems(l)
+				for _, o := range items {
+					fn(event{watch.Added, o, now})
+				}
+				rv = l.(metav1.ListInterface).GetResourceVersion()
+			}
+			w, err := b.cl.Watch(ctx, newList(), client.InNamespace(ns),
+				&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true}})
+			if err != nil {
+				time.Sleep(200 * time.Millisecond)
+				continue
+			}
+			for ev := range w.ResultChan() {
+				at := time.Now()
+				if ev.Type == watch.Error {
+					rv = ""
+					break
+				}
+				o, ok := ev.Object.(client.Object)
+				if !ok {
+					continue
+				}
+				rv = o.GetResourceVersion()
+				if ev.Type == watch.Bookmark {
+					continue
+				}
+				fn(event{ev.Type, o, at})
+			}
+			w.Stop()
+		}
+	}()
+	return nil
+}
+
+func metaItems(l client.ObjectList) ([]client.Object, error) {
+	objs, err := meta.ExtractList(l)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]client.Object, 0, len(objs))
+	for _, o := range objs {
+		if co, ok := o.(client.Object); ok {
+			out = append(out, co)
+		}
+	}
+	return out, nil
+}
+
+// waitFor polls cond every second until it holds, printing progress every
+// 5 seconds, or fails after timeout.
+func (b *bench) waitFor(ctx context.Context, what string, timeout time.Duration, cond func() (bool, string)) error {
+	start := time.Now()
+	last := time.Now()
+	for {
+		ok, progress := cond()
+		if ok {
+			return nil
+		}
+		if time.Since(start) > timeout {
+			return fmt.Errorf("%s: not done after %s (%s)", what, timeout, progress)
+		}
+		if time.Since(last) >= 5*time.Second {
+			b.logf("  %s: %s", what, progress)
+			last = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// dist is a distribution of durations, in seconds.
+type dist struct {
+	N   int     `json:"n"`
+	P50 float64 `json:"p50"`
+	P90 float64 `json:"p90"`
+	P99 float64 `json:"p99"`
+	Max float64 `json:"max"`
+}
+
+func distOf(ds []time.Duration) dist {
+	if len(ds) == 0 {
+		return dist{}
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	at := func(p float64) float64 {
+		i := int(math.Ceil(p*float64(len(s)))) - 1
+		return s[max(0, min(len(s)-1, i))].Seconds()
+	}
+	return dist{N: len(s), P50: at(0.5), P90: at(0.9), P99: at(0.99), Max: s[len(s)-1].Seconds()}
+}
+
+func (d dist) String() string {
+	return fmt.Sprintf("p50 %s  p90 %s  p99 %s  max %s", secs(d.P50), secs(d.P90), secs(d.P99), secs(d.Max))
+}
+
+func secs(s float64) string {
+	return fmt.Sprintf("%.3fs", s)
+}
+
+// ratio is a/b, or 0 when b is 0.
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}
+
+func writeJSON(path string, v any) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(data, '\n'), 0o644)
+}

@@ -1,0 +1,272 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
+	utiltesting "github.com/trainjob-operator/trainjob-operator/internal/util/testing"
+)
+
+type deadlineSide struct {
+	Controller string `json:"controller"`
+	Objects    string `json:"objects"`
+	N          int    `json:"n"`
+	// Error is |deadline enforced (the failure condition seen) − (startTime
+	// + deadline)|.
+	Error dist `json:"error"`
+	// PodsGone is the last Pod of an object gone − (startTime + deadline).
+	PodsGone dist `json:"podsGone"`
+	// Early counts objects failed before their deadline; Missed, objects
+	// never failed by their deadline.
+	Early        int       `json:"early"`
+	Missed       int       `json:"missed"`
+	ErrorSamples []float64 `json:"errorSamples"`
+}
+
+type deadlineResult struct {
+	N      int                `json:"n"`
+	Spread string             `json:"deadlinesSpread"`
+	QPS    float64            `json:"qps"`
+	Burst  int                `json:"burst"`
+	Sides  []deadlineSide     `json:"sides"`
+	Ratios map[string]float64 `json:"ratiosOursToKCM"`
+}
+
+// deadlineTrack is what the bench saw of one object with a deadline.
+type deadlineTrack struct {
+	due      time.Time // startTime + deadline, as the controllers compute it
+	enforced time.Time // arrival of the failure condition
+	early    bool
+	pods     map[string]bool // Pods not gone yet
+	podsSeen bool
+	podsGone time.Time
+}
+
+type deadlineTracker struct {
+	mu       sync.Mutex
+	objs     map[string]*deadlineTrack
+	deadline map[string]time.Duration
+	// read returns the start time and whether the object failed by its
+	// deadline, and how.
+	read func(client.Object) (start *time.Time, exceeded bool)
+	// owner names the object a Pod belongs to.
+	owner func(*corev1.Pod) string
+}
+
+func (t *deadlineTracker) get(name string) *deadlineTrack {
+	o := t.objs[name]
+	if o == nil {
+		o = &deadlineTrack{pods: map[string]bool{}}
+		t.objs[name] = o
+	}
+	return o
+}
+
+func (t *deadlineTracker) observe(ev event) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	o := t.get(ev.obj.GetName())
+	start, exceeded := t.read(ev.obj)
+	if start != nil && o.due.IsZero() {
+		o.due = start.Add(t.deadline[ev.obj.GetName()])
+	}
+	if exceeded && o.enforced.IsZero() {
+		o.enforced = ev.at
+		o.early = !o.due.IsZero() && ev.at.Before(o.due)
+	}
+}
+
+func (t *deadlineTracker) observePod(ev event) {
+	pod := ev.obj.(*corev1.Pod)
+	name := t.owner(pod)
+	if name == "" {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	o := t.get(name)
+	if ev.typ == watch.Deleted {
+		delete(o.pods, pod.Name)
+		if len(o.pods) == 0 && !o.enforced.IsZero() {
+			o.podsGone = ev.at
+		}
+		return
+	}
+	o.pods[pod.Name], o.podsSeen = true, true
+}
+
+func (t *deadlineTracker) counts() (enforced, podsGone int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, o := range t.objs {
+		if !o.enforced.IsZero() {
+			enforced++
+		}
+		if !o.podsGone.IsZero() {
+			podsGone++
+		}
+	}
+	return
+}
+
+func trainJobDeadline(o client.Object) (*time.Time, bool) {
+	tj := o.(*trainer.TrainJob)
+	var start *time.Time
+	if tj.Status.StartTime != nil {
+		start = &tj.Status.StartTime.Time
+	}
+	c := tj.FinishedCondition()
+	return start, c != nil && c.Type == trainer.TrainJobFailed && c.Reason == trainer.TrainJobDeadlineExceededReason
+}
+
+func jobDeadline(o client.Object) (*time.Time, bool) {
+	j := o.(*batchv1.Job)
+	var start *time.Time
+	if j.Status.StartTime != nil {
+		start = &j.Status.StartTime.Time
+	}
+	for _, c := range j.Status.Conditions {
+		// The Job controller marks FailureTarget at the deadline, then
+		// Failed once the Pods are gone.
+		if (c.Type == batchv1.JobFailureTarget || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue && c.Reason == batchv1.JobReasonDeadlineExceeded {
+			return start, true
+		}
+	}
+	return start, false
+}
+
+// deadlines is B2: N running objects with active deadlines spread over a
+// minute; how far from its deadline is each failed, and when are its Pods
+// gone; ours against kube-controller-manager's Job controller.
+func (b *bench) deadlines(ctx context.Context) (any, error) {
+	n := b.c.deadlineN
+	b.logf("B2 deadline accuracy: %d TrainJobs, then %d batch Jobs, running, with deadlines of 30s to 90s", n, n)
+	if err := b.ensureNodes(ctx, n); err != nil {
+		return nil, err
+	}
+	res := deadlineResult{N: n, Spread: "30s + (i mod 60)s", QPS: b.qps, Burst: b.burst}
+	for _, side := range []string{ours, them} {
+		s, err := b.deadlineSide(ctx, side, n)
+		if err != nil {
+			return nil, err
+		}
+		res.Sides = append(res.Sides, s)
+	}
+	o, k := res.Sides[0], res.Sides[1]
+	res.Ratios = map[string]float64{
+		"p50": ratio(o.Error.P50, k.Error.P50), "p99": ratio(o.Error.P99, k.Error.P99), "max": ratio(o.Error.Max, k.Error.Max),
+		"podsGoneP50": ratio(o.PodsGone.P50, k.PodsGone.P50), "podsGoneP99": ratio(o.PodsGone.P99, k.PodsGone.P99),
+	}
+	fmt.Fprintf(b.out, "\nB2 deadline accuracy: N=%d, deadlines 30s–89s after start, client QPS %v / burst %d for both\n", n, b.qps, b.burst)
+	fmt.Fprintf(b.out, "%-34s %-22s %-22s %s\n", "", "ours (TrainJob)", "kcm (batch Job)", "ours/kcm")
+	row := func(name string, a, c float64) {
+		fmt.Fprintf(b.out, "%-34s %-22s %-22s %.2f\n", name, secs(a), secs(c), ratio(a, c))
+	}
+	row("|failed − deadline|, p50", o.Error.P50, k.Error.P50)
+	row("|failed − deadline|, p99", o.Error.P99, k.Error.P99)
+	row("|failed − deadline|, max", o.Error.Max, k.Error.Max)
+	row("last Pod gone − deadline, p50", o.PodsGone.P50, k.PodsGone.P50)
+	row("last Pod gone − deadline, p99", o.PodsGone.P99, k.PodsGone.P99)
+	row("last Pod gone − deadline, max", o.PodsGone.Max, k.PodsGone.Max)
+	fmt.Fprintf(b.out, "%-34s %-22s %-22s\n\n", "early / missed", fmt.Sprintf("%d / %d", o.Early, o.Missed), fmt.Sprintf("%d / %d", k.Early, k.Missed))
+	err := cdfPlot(filepath.Join(b.c.out, "b2.png"),
+		fmt.Sprintf("B2 deadline accuracy: %d objects, deadlines 30–89s (QPS %v)", n, b.qps),
+		"|failed − (startTime + deadline)|, seconds",
+		map[string][]float64{ours + " (TrainJob)": o.ErrorSamples, them + " (batch Job)": k.ErrorSamples})
+	return res, err
+}
+
+func (b *bench) deadlineSide(ctx context.Context, side string, n int) (deadlineSide, error) {
+	ns, err := b.namespace(ctx, "bench-b2")
+	if err != nil {
+		return deadlineSide{}, err
+	}
+	defer func() {
+		if err := b.dropNamespace(context.Background(), ns); err != nil {
+			b.logf("  %v", err)
+		}
+	}()
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+
+	tr := &deadlineTracker{objs: map[string]*deadlineTrack{}, deadline: map[string]time.Duration{}}
+	objs := make([]client.Object, n)
+	var list func() client.ObjectList
+	what := "TrainJobs"
+	for i := range objs {
+		deadline := int64(30 + i%60)
+		switch side {
+		case ours:
+			name := fmt.Sprintf("tj-%05d", i)
+			objs[i] = utiltesting.MakeTrainJob(name, ns).NumNodes(1).Command("torchrun", "train.py").
+				Annotation(completeAt, "1h").Deadline(deadline).Obj()
+			tr.deadline[name] = time.Duration(deadline) * time.Second
+		default:
+			name := fmt.Sprintf("job-%05d", i)
+			objs[i] = batchJob(name, ns, "1h", func(j *batchv1.Job) { j.Spec.ActiveDeadlineSeconds = ptr.To(deadline) })
+			tr.deadline[name] = time.Duration(deadline) * time.Second
+		}
+	}
+	switch side {
+	case ours:
+		tr.read, list = trainJobDeadline, func() client.ObjectList { return &trainer.TrainJobList{} }
+		tr.owner = func(p *corev1.Pod) string { return p.Labels[trainer.TrainJobNameLabel] }
+	default:
+		what = "batch Jobs"
+		tr.read, list = jobDeadline, func() client.ObjectList { return &batchv1.JobList{} }
+		tr.owner = func(p *corev1.Pod) string { return p.Labels[batchv1.JobNameLabel] }
+	}
+	if err := b.watchAll(wctx, ns, list, tr.observe); err != nil {
+		return deadlineSide{}, err
+	}
+	if err := b.watchAll(wctx, ns, func() client.ObjectList { return &corev1.PodList{} }, tr.observePod); err != nil {
+		return deadlineSide{}, err
+	}
+	b.logf("B2 %s: %d %s whose Pods run an hour", side, n, what)
+	if err := b.createAll(ctx, what, objs); err != nil {
+		return deadlineSide{}, err
+	}
+	err = b.waitFor(ctx, "B2 "+side, 5*time.Minute+time.Duration(n)*50*time.Millisecond, func() (bool, string) {
+		enforced, gone := tr.counts()
+		return enforced == n && gone == n, fmt.Sprintf("%d of %d failed by their deadline, Pods of %d gone", enforced, n, gone)
+	})
+	if err != nil && ctx.Err() != nil {
+		return deadlineSide{}, err
+	}
+	if err != nil {
+		b.logf("  %v", err)
+	}
+
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	s := deadlineSide{Controller: side, Objects: what, N: n}
+	var errs, gone []time.Duration
+	for _, o := range tr.objs {
+		if o.enforced.IsZero() || o.due.IsZero() {
+			s.Missed++
+			continue
+		}
+		if o.early {
+			s.Early++
+		}
+		e := o.enforced.Sub(o.due).Abs()
+		errs = append(errs, e)
+		s.ErrorSamples = append(s.ErrorSamples, e.Seconds())
+		if !o.podsGone.IsZero() {
+			gone = append(gone, o.podsGone.Sub(o.due))
+		}
+	}
+	s.Missed += n - len(tr.objs)
+	s.Error, s.PodsGone = distOf(errs), distOf(gone)
+	return s, nil
+}

@@ -1,0 +1,180 @@
+// Command bench measures trainjob-operator on the local cluster of
+// `make dev-up`, side by side with kube-controller-manager's own controllers
+// in the same run: TTL storms (B1), deadline accuracy (B2), lifecycle
+// throughput and API requests (B3) and the manager's footprint (B4). Each
+// scenario prints a table and writes JSON and a PNG plot to -out. See
+// docs/performance.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+type config struct {
+	root, out  string
+	scenarios  map[string]bool
+	ttlN       int
+	ttlSeconds int
+	deadlineN  int
+	rates      []float64
+	window     time.Duration
+	sizes      []int
+	qps        float64
+	burst      int
+}
+
+func main() {
+	var c config
+	var scenarios, rates, sizes string
+	var full bool
+	flag.StringVar(&c.root, "root", "..", "The repository: its .dev cluster (make dev-up) is benchmarked.")
+	flag.StringVar(&c.out, "out", "", "Directory for the JSON and PNG results. Default <root>/bench/results.")
+	flag.StringVar(&scenarios, "scenarios", "b1,b2,b3,b4", "Scenarios to run, comma-separated.")
+	flag.BoolVar(&full, "full", false, "Full sizes: B1 N=10000, B2 N=1000, B3 windows of 3m, B4 1k/5k/10k.")
+	flag.IntVar(&c.ttlN, "ttl-n", 1000, "B1: TrainJobs (and batch Jobs) finishing together.")
+	flag.IntVar(&c.ttlSeconds, "ttl-seconds", 10, "B1: their ttlSecondsAfterFinished.")
+	flag.IntVar(&c.deadlineN, "deadline-n", 500, "B2: running TrainJobs (and batch Jobs) with deadlines.")
+	flag.StringVar(&rates, "rates", "2,4,8,16", "B3: creation rates to try, TrainJobs per second, rising.")
+	flag.DurationVar(&c.window, "window", time.Minute, "B3: how long each rate must be sustained.")
+	flag.StringVar(&sizes, "sizes", "1000", "B4: TrainJobs held in the manager's cache, rising, comma-separated.")
+	flag.Float64Var(&c.qps, "qps", 0, "Client QPS given to both the manager and kube-controller-manager. Default: kube-controller-manager's.")
+	flag.IntVar(&c.burst, "burst", 0, "Client burst given to both. Default: kube-controller-manager's.")
+	flag.Parse()
+
+	set := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if full {
+		for name, value := range map[string]string{"ttl-n": "10000", "deadline-n": "1000", "window": "3m", "sizes": "1000,5000,10000"} {
+			if !set[name] {
+				if err := flag.Set(name, value); err != nil {
+					fail(err)
+				}
+				if name == "sizes" {
+					sizes = value
+				}
+			}
+		}
+	}
+	c.scenarios = map[string]bool{}
+	for _, s := range strings.Split(scenarios, ",") {
+		s = strings.TrimSpace(strings.ToLower(s))
+		if s != "b1" && s != "b2" && s != "b3" && s != "b4" {
+			fail(fmt.Errorf("-scenarios: unknown scenario %q (b1, b2, b3, b4)", s))
+		}
+		c.scenarios[s] = true
+	}
+	var err error
+	if c.rates, err = parseList(rates, strconv.ParseFloat); err != nil {
+		fail(fmt.Errorf("-rates: %w", err))
+	}
+	if c.sizes, err = parseList(sizes, func(s string, _ int) (int, error) { return strconv.Atoi(s) }); err != nil {
+		fail(fmt.Errorf("-sizes: %w", err))
+	}
+	for _, n := range []struct {
+		name  string
+		value int
+	}{{"ttl-n", c.ttlN}, {"deadline-n", c.deadlineN}, {"ttl-seconds", c.ttlSeconds}} {
+		if n.value < 1 {
+			fail(fmt.Errorf("-%s must be at least 1", n.name))
+		}
+	}
+	if c.root, err = filepath.Abs(c.root); err != nil {
+		fail(err)
+	}
+	if c.out == "" {
+		c.out = filepath.Join(c.root, "bench", "results")
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, c); err != nil {
+		fail(err)
+	}
+}
+
+func run(ctx context.Context, c config) error {
+	b, err := newBench(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer b.close()
+	b.logf("machine: %d CPUs, %s; client QPS/burst of the manager and of kube-controller-manager: %v/%d",
+		runtime.NumCPU(), memTotal(), b.qps, b.burst)
+	results := map[string]any{"machine": b.machine()}
+	steps := []struct {
+		name string
+		run  func(context.Context) (any, error)
+	}{
+		{"b1", b.ttlStorm},
+		{"b2", b.deadlines},
+		{"b3", b.throughput},
+		{"b4", b.footprint},
+	}
+	var errs []error
+	for _, s := range steps {
+		if !c.scenarios[s.name] {
+			continue
+		}
+		start := time.Now()
+		r, err := s.run(ctx)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", s.name, err))
+			if ctx.Err() != nil {
+				break
+			}
+			continue
+		}
+		results[s.name] = r
+		if err := writeJSON(filepath.Join(c.out, s.name+".json"), r); err != nil {
+			return err
+		}
+		b.logf("%s done in %s; results in %s", s.name, time.Since(start).Round(time.Second), c.out)
+	}
+	if err := writeJSON(filepath.Join(c.out, "machine.json"), results["machine"]); err != nil {
+		return err
+	}
+	return errors.Join(errs...)
+}
+
+func parseList[T any](s string, parse func(string, int) (T, error)) ([]T, error) {
+	var out []T
+	for _, f := range strings.Split(s, ",") {
+		v, err := parse(strings.TrimSpace(f), 64)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "bench:", err)
+	os.Exit(1)
+}
+
+// memTotal is the machine's memory, from /proc/meminfo.
+func memTotal() string {
+	data, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return "memory unknown"
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "MemTotal:" {
+			kb, _ := strconv.Atoi(f[1])
+			return fmt.Sprintf("%.1f GiB", float64(kb)/(1<<20))
+		}
+	}
+	return "memory unknown"
+}

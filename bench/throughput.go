@@ -1,0 +1,344 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"gonum.org/v1/plot/plotter"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
+	"github.com/trainjob-operator/trainjob-operator/internal/dev"
+	utiltesting "github.com/trainjob-operator/trainjob-operator/internal/util/testing"
+)
+
+// B3 settings: TrainJobs of 2 nodes whose Pods run a few seconds, deleted as
+// soon as they finish.
+const (
+	throughputNodes = 2
+	throughputRun   = "3s"
+	// runningGoal is the p99 of create → all Pods running a rate must keep.
+	runningGoal = 5 * time.Second
+)
+
+type rateStep struct {
+	Controller string  `json:"controller"`
+	Rate       float64 `json:"ratePerSecond"`
+	Window     float64 `json:"windowSeconds"`
+	Created    int     `json:"created"`
+	Completed  int     `json:"completed"`
+	// Running is create request → all Pods of the object running.
+	Running dist `json:"createToAllPodsRunning"`
+	// Drain is from the end of the window until nothing is left.
+	Drain     float64 `json:"drainSeconds"`
+	LeftOver  int     `json:"leftBehind"`
+	Sustained bool    `json:"sustained"`
+	// Requests are the API requests per object: of the manager by verb and
+	// resource (ours), and of kube-controller-manager by HTTP method.
+	ManagerRequests map[string]float64 `json:"managerRequestsPerObject,omitempty"`
+	KCMRequests     map[string]float64 `json:"kubeControllerManagerRequestsPerObject"`
+	RunningSamples  []float64          `json:"-"`
+}
+
+type throughputResult struct {
+	Nodes        int        `json:"nodesPerTrainJob"`
+	PodsRun      string     `json:"podsRun"`
+	Goal         string     `json:"goal"`
+	Steps        []rateStep `json:"steps"`
+	Highest      float64    `json:"highestSustainedRate"`
+	KCM          *rateStep  `json:"kubeControllerManager,omitempty"`
+	WritesPerObj float64    `json:"managerWritesPerTrainJob"`
+}
+
+// throughput is B3: TrainJobs created at rising rates; the highest rate
+// sustained with every Pod running within 5s (p99) and nothing left behind,
+// and the API requests of a TrainJob's life next to a batch Job's.
+func (b *bench) throughput(ctx context.Context) (any, error) {
+	b.logf("B3 throughput: TrainJobs of %d nodes, Pods running %s, TTL 0, at %v per second, %s each", throughputNodes, throughputRun, b.c.rates, b.c.window)
+	maxObjs := int(slices.Max(b.c.rates)*b.c.window.Seconds()) * throughputNodes
+	if err := b.ensureNodes(ctx, maxObjs); err != nil {
+		return nil, err
+	}
+	res := throughputResult{Nodes: throughputNodes, PodsRun: throughputRun, Goal: "p99 create → all Pods running < 5s, every TrainJob completed and deleted, nothing left"}
+	for _, rate := range b.c.rates {
+		s, err := b.rateStep(ctx, ours, rate)
+		if err != nil {
+			return nil, err
+		}
+		res.Steps = append(res.Steps, s)
+		if !s.Sustained {
+			break
+		}
+		res.Highest = rate
+	}
+	kcmRate := res.Highest
+	if kcmRate == 0 {
+		kcmRate = b.c.rates[0]
+	}
+	k, err := b.rateStep(ctx, them, kcmRate)
+	if err != nil {
+		return nil, err
+	}
+	res.KCM = &k
+
+	fmt.Fprintf(b.out, "\nB3 throughput: TrainJobs of %d nodes, Pods run %s, TTL 0; goal p99 create→running < %s\n", throughputNodes, throughputRun, runningGoal)
+	fmt.Fprintf(b.out, "%-26s %-8s %-9s %-10s %-34s %-9s %-6s %s\n", "controller", "rate/s", "created", "completed", "create → all Pods running", "drain", "left", "sustained")
+	var pts []series
+	line := map[string]plotter.XYs{}
+	for _, s := range append(slices.Clone(res.Steps), k) {
+		fmt.Fprintf(b.out, "%-26s %-8g %-9d %-10d %-34s %-9s %-6d %t\n", s.Controller, s.Rate, s.Created, s.Completed,
+			fmt.Sprintf("p50 %s p99 %s", secs(s.Running.P50), secs(s.Running.P99)), secs(s.Drain), s.LeftOver, s.Sustained)
+		line[s.Controller] = append(line[s.Controller], plotter.XY{X: s.Rate, Y: s.Running.P99})
+	}
+	for name, xy := range line {
+		pts = append(pts, series{name + " p99", xy})
+	}
+	fmt.Fprintf(b.out, "highest rate sustained: %g TrainJobs/s\n", res.Highest)
+
+	// Requests per object at the highest sustained rate (or the first).
+	var at rateStep
+	for _, s := range res.Steps {
+		if s.Rate == kcmRate {
+			at = s
+		}
+	}
+	fmt.Fprintf(b.out, "\nAPI requests per object at %g/s:\n", kcmRate)
+	fmt.Fprintf(b.out, "  the manager, per TrainJob, by verb and resource:\n")
+	writes := 0.0
+	for _, key := range slices.Sorted(maps.Keys(at.ManagerRequests)) {
+		fmt.Fprintf(b.out, "    %-52s %.2f\n", key, at.ManagerRequests[key])
+		if verb, _, _ := strings.Cut(key, " "); verb != "get" && verb != "list" && verb != "watch" {
+			writes += at.ManagerRequests[key]
+		}
+	}
+	res.WritesPerObj = writes
+	fmt.Fprintf(b.out, "  the manager's writes per TrainJob: %.2f\n", writes)
+	fmt.Fprintf(b.out, "  kube-controller-manager, by method: %-28s %s\n", "per TrainJob (its child Jobs)", "per batch Job")
+	for _, m := range []string{"GET", "POST", "PUT", "PATCH", "DELETE"} {
+		fmt.Fprintf(b.out, "    %-34s %-28.2f %.2f\n", m, at.KCMRequests[m], k.KCMRequests[m])
+	}
+	fmt.Fprintln(b.out)
+	err = linePlot(filepath.Join(b.c.out, "b3.png"), fmt.Sprintf("B3 create → all Pods running, p99 (TrainJobs of %d nodes; batch Jobs of %d Pods)", throughputNodes, throughputNodes),
+		"objects created per second", "seconds", pts)
+	return res, err
+}
+
+// podTracker records when all Pods of each object first ran.
+type podTracker struct {
+	mu        sync.Mutex
+	created   map[string]time.Time
+	running   map[string]map[string]bool
+	allAt     map[string]time.Time
+	completed map[string]bool
+	gone      map[string]bool
+	owner     func(*corev1.Pod) string
+	finished  func(client.Object) bool
+}
+
+func newPodTracker(owner func(*corev1.Pod) string, finished func(client.Object) bool) *podTracker {
+	return &podTracker{created: map[string]time.Time{}, running: map[string]map[string]bool{}, allAt: map[string]time.Time{},
+		completed: map[string]bool{}, gone: map[string]bool{}, owner: owner, finished: finished}
+}
+
+func (t *podTracker) observePod(ev event) {
+	pod := ev.obj.(*corev1.Pod)
+	if pod.Status.Phase != corev1.PodRunning && pod.Status.Phase != corev1.PodSucceeded {
+		return
+	}
+	name := t.owner(pod)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.running[name] == nil {
+		t.running[name] = map[string]bool{}
+	}
+	t.running[name][pod.Name] = true
+	if _, done := t.allAt[name]; !done && len(t.running[name]) >= throughputNodes {
+		t.allAt[name] = ev.at
+	}
+}
+
+func (t *podTracker) observe(ev event) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.finished(ev.obj) {
+		t.completed[ev.obj.GetName()] = true
+	}
+	if ev.typ == watch.Deleted {
+		t.gone[ev.obj.GetName()] = true
+	}
+}
+
+// rateStep creates objects at rate per second for the window, then waits
+// for them to drain.
+func (b *bench) rateStep(ctx context.Context, side string, rate float64) (rateStep, error) {
+	ns, err := b.namespace(ctx, "bench-b3")
+	if err != nil {
+		return rateStep{}, err
+	}
+	defer func() {
+		if err := b.dropNamespace(context.Background(), ns); err != nil {
+			b.logf("  %v", err)
+		}
+	}()
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	var tr *podTracker
+	var list func() client.ObjectList
+	var newObj func(i int) client.Object
+	switch side {
+	case ours:
+		tr = newPodTracker(func(p *corev1.Pod) string { return p.Labels[trainer.TrainJobNameLabel] },
+			func(o client.Object) bool {
+				c := o.(*trainer.TrainJob).FinishedCondition()
+				return c != nil && c.Type == trainer.TrainJobComplete
+			})
+		list = func() client.ObjectList { return &trainer.TrainJobList{} }
+		newObj = func(i int) client.Object {
+			return utiltesting.MakeTrainJob(fmt.Sprintf("tj-%05d", i), ns).NumNodes(throughputNodes).
+				Command("torchrun", "train.py").Annotation(completeAt, throughputRun).TTL(0).Obj()
+		}
+	default:
+		tr = newPodTracker(func(p *corev1.Pod) string { return p.Labels[batchv1.JobNameLabel] },
+			func(o client.Object) bool {
+				f, _, ok := jobFinish(o)
+				return ok && !f.IsZero()
+			})
+		list = func() client.ObjectList { return &batchv1.JobList{} }
+		newObj = func(i int) client.Object {
+			return batchJob(fmt.Sprintf("job-%05d", i), ns, throughputRun, func(j *batchv1.Job) {
+				j.Spec.TTLSecondsAfterFinished = ptr.To[int32](0)
+				j.Spec.Completions, j.Spec.Parallelism = ptr.To[int32](throughputNodes), ptr.To[int32](throughputNodes)
+				j.Spec.CompletionMode = ptr.To(batchv1.IndexedCompletion)
+			})
+		}
+	}
+	if err := b.watchAll(wctx, ns, list, tr.observe); err != nil {
+		return rateStep{}, err
+	}
+	if err := b.watchAll(wctx, ns, func() client.ObjectList { return &corev1.PodList{} }, tr.observePod); err != nil {
+		return rateStep{}, err
+	}
+	before, err := b.requestCounts(ctx)
+	if err != nil {
+		return rateStep{}, err
+	}
+
+	b.logf("B3 %s: %g per second for %s", side, rate, b.c.window)
+	interval := time.Duration(float64(time.Second) / rate)
+	start := time.Now()
+	var wg sync.WaitGroup
+	var errMu sync.Mutex
+	var createErr error
+	n := 0
+	for next := start; time.Since(start) < b.c.window && ctx.Err() == nil; next = next.Add(interval) {
+		time.Sleep(time.Until(next))
+		obj := newObj(n)
+		n++
+		wg.Go(func() {
+			at := time.Now()
+			tr.mu.Lock()
+			tr.created[obj.GetName()] = at
+			tr.mu.Unlock()
+			if err := b.cl.Create(ctx, obj); err != nil {
+				errMu.Lock()
+				createErr = err
+				errMu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if createErr != nil {
+		return rateStep{}, fmt.Errorf("creating: %w", createErr)
+	}
+	windowEnd := time.Now()
+	left := 0
+	err = b.waitFor(ctx, fmt.Sprintf("B3 %s %g/s drain", side, rate), 2*time.Minute, func() (bool, string) {
+		left = b.leftIn(ctx, ns)
+		return left == 0, fmt.Sprintf("%d objects left", left)
+	})
+	if err != nil && ctx.Err() != nil {
+		return rateStep{}, err
+	}
+	drain := time.Since(windowEnd)
+	after, err := b.requestCounts(ctx)
+	if err != nil {
+		return rateStep{}, err
+	}
+
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	s := rateStep{Controller: side, Rate: rate, Window: b.c.window.Seconds(), Created: n, Completed: len(tr.completed),
+		Drain: drain.Seconds(), LeftOver: left}
+	var running []time.Duration
+	for name, c := range tr.created {
+		at, ok := tr.allAt[name]
+		if !ok {
+			running = append(running, time.Hour) // never ran: counts against the step
+			continue
+		}
+		running = append(running, at.Sub(c))
+		s.RunningSamples = append(s.RunningSamples, at.Sub(c).Seconds())
+	}
+	s.Running = distOf(running)
+	s.Sustained = s.Running.P99 < runningGoal.Seconds() && left == 0 && s.Completed == n
+	per := func(m map[string]float64) map[string]float64 {
+		out := map[string]float64{}
+		for k, v := range m {
+			out[k] = v / float64(n)
+		}
+		return out
+	}
+	if side == ours {
+		s.ManagerRequests = per(delta(before.manager, after.manager))
+	}
+	s.KCMRequests = per(delta(before.kcm, after.kcm))
+	b.logf("  %g/s: %d created, %d completed, create → all Pods running %s; drained in %s, %d left; sustained: %t",
+		rate, n, s.Completed, s.Running, drain.Round(100*time.Millisecond), left, s.Sustained)
+	return s, nil
+}
+
+// leftIn counts the objects of a step still in ns.
+func (b *bench) leftIn(ctx context.Context, ns string) int {
+	left := 0
+	for _, l := range []client.ObjectList{&trainer.TrainJobList{}, &batchv1.JobList{}, &corev1.PodList{}, &corev1.ServiceList{}} {
+		if err := b.cl.List(ctx, l, client.InNamespace(ns)); err != nil {
+			return -1
+		}
+		items, _ := metaItems(l)
+		left += len(items)
+	}
+	return left
+}
+
+type requestCounts struct {
+	manager map[string]float64 // "verb group/resource"
+	kcm     map[string]float64 // HTTP method
+}
+
+// requestCounts reads the request counters of the manager and of
+// kube-controller-manager.
+func (b *bench) requestCounts(ctx context.Context) (requestCounts, error) {
+	_, port, err := dev.Manager(b.o)
+	if err != nil {
+		return requestCounts{}, err
+	}
+	m, err := scrape(ctx, fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
+	if err != nil {
+		return requestCounts{}, err
+	}
+	k, err := scrape(ctx, fmt.Sprintf("https://127.0.0.1:%d/metrics", b.kcmMetricsPort))
+	if err != nil {
+		return requestCounts{}, fmt.Errorf("reading %s's metrics: %w", kcm, err)
+	}
+	return requestCounts{manager: m.by("trainjob_api_requests_total", "verb", "resource"), kcm: k.by("rest_client_requests_total", "method")}, nil
+}

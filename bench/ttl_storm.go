@@ -1,0 +1,326 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
+	utiltesting "github.com/trainjob-operator/trainjob-operator/internal/util/testing"
+)
+
+// completeAt is the kwok stage annotation that makes a Pod succeed at a
+// time (RFC 3339) or after a duration of running.
+const completeAt = "pod-complete.stage.kwok.x-k8s.io/delay"
+
+// The two sides of a comparison.
+const (
+	ours = "trainjob-operator"
+	them = "kube-controller-manager"
+)
+
+// side is one controller's figures in B1.
+type ttlSide struct {
+	Controller string `json:"controller"`
+	Objects    string `json:"objects"`
+	N          int    `json:"n"`
+	// FinishSpread is the time between the first and the last object
+	// finishing, seconds.
+	FinishSpread float64 `json:"finishSpreadSeconds"`
+	// Requested is delete request seen − (finish + TTL).
+	Requested dist `json:"deleteRequested"`
+	// Gone is deletion seen (the watch's DELETED event, children first) −
+	// (finish + TTL).
+	Gone dist `json:"deleted"`
+	// Drain is from the first object due to the last one gone, seconds.
+	Drain float64 `json:"drainSeconds"`
+	// Early counts delete requests before finish + TTL; Missed, objects not
+	// deleted by the end of the wait.
+	Early  int `json:"early"`
+	Missed int `json:"missed"`
+	// GoneSamples are the Gone latencies, seconds, for plots.
+	GoneSamples []float64 `json:"goneSamples"`
+}
+
+type ttlResult struct {
+	N          int                `json:"n"`
+	TTLSeconds int                `json:"ttlSeconds"`
+	QPS        float64            `json:"qps"`
+	Burst      int                `json:"burst"`
+	Sides      []ttlSide          `json:"sides"`
+	Ratios     map[string]float64 `json:"ratiosOursToKCM"`
+}
+
+// tracked is what the bench saw of one object.
+type tracked struct {
+	finish            time.Time // as the controllers read it (1s resolution)
+	ttl               time.Duration
+	requested         time.Time // arrival of the first event with a deletionTimestamp
+	deletionTimestamp time.Time
+	gone              time.Time // arrival of the DELETED event
+}
+
+type tracker struct {
+	mu     sync.Mutex
+	objs   map[string]*tracked
+	finish func(client.Object) (time.Time, time.Duration, bool)
+}
+
+func newTracker(finish func(client.Object) (time.Time, time.Duration, bool)) *tracker {
+	return &tracker{objs: map[string]*tracked{}, finish: finish}
+}
+
+func (t *tracker) observe(ev event) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	o := t.objs[ev.obj.GetName()]
+	if o == nil {
+		o = &tracked{}
+		t.objs[ev.obj.GetName()] = o
+	}
+	if f, ttl, ok := t.finish(ev.obj); ok && o.finish.IsZero() {
+		o.finish, o.ttl = f, ttl
+	}
+	if dt := ev.obj.GetDeletionTimestamp(); dt != nil && o.requested.IsZero() {
+		o.requested, o.deletionTimestamp = ev.at, dt.Time
+	}
+	if ev.typ == watch.Deleted {
+		o.gone = ev.at
+		if o.requested.IsZero() {
+			o.requested = ev.at
+		}
+	}
+}
+
+// counts returns how many objects were seen, finished and gone.
+func (t *tracker) counts() (seen, finished, gone int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, o := range t.objs {
+		seen++
+		if !o.finish.IsZero() {
+			finished++
+		}
+		if !o.gone.IsZero() {
+			gone++
+		}
+	}
+	return
+}
+
+func trainJobFinish(o client.Object) (time.Time, time.Duration, bool) {
+	tj := o.(*trainer.TrainJob)
+	c := tj.FinishedCondition()
+	if c == nil {
+		return time.Time{}, 0, false
+	}
+	return c.LastTransitionTime.Time, time.Duration(ptr.Deref(tj.Spec.TTLSecondsAfterFinished, 0)) * time.Second, true
+}
+
+func jobFinish(o client.Object) (time.Time, time.Duration, bool) {
+	j := o.(*batchv1.Job)
+	for _, t := range []batchv1.JobConditionType{batchv1.JobComplete, batchv1.JobFailed} {
+		for _, c := range j.Status.Conditions {
+			if c.Type == t && c.Status == corev1.ConditionTrue {
+				return c.LastTransitionTime.Time, time.Duration(ptr.Deref(j.Spec.TTLSecondsAfterFinished, 0)) * time.Second, true
+			}
+		}
+	}
+	return time.Time{}, 0, false
+}
+
+// ttlStorm is B1: N objects finish in the same second with the same TTL;
+// how late is each deleted, ours against kube-controller-manager's TTL
+// controller.
+func (b *bench) ttlStorm(ctx context.Context) (any, error) {
+	n, ttl := b.c.ttlN, b.c.ttlSeconds
+	b.logf("B1 TTL storm: %d TrainJobs, then %d batch Jobs, finishing together with ttlSecondsAfterFinished %d", n, n, ttl)
+	if err := b.ensureNodes(ctx, n); err != nil {
+		return nil, err
+	}
+	res := ttlResult{N: n, TTLSeconds: ttl, QPS: b.qps, Burst: b.burst}
+	for _, side := range []string{ours, them} {
+		s, err := b.ttlSide(ctx, side, n, int32(ttl))
+		if err != nil {
+			return nil, err
+		}
+		res.Sides = append(res.Sides, s)
+	}
+	o, k := res.Sides[0], res.Sides[1]
+	res.Ratios = map[string]float64{
+		"p50": ratio(o.Gone.P50, k.Gone.P50), "p90": ratio(o.Gone.P90, k.Gone.P90),
+		"p99": ratio(o.Gone.P99, k.Gone.P99), "max": ratio(o.Gone.Max, k.Gone.Max), "drain": ratio(o.Drain, k.Drain),
+	}
+	b.printTTL(res)
+	err := cdfPlot(filepath.Join(b.c.out, "b1.png"),
+		fmt.Sprintf("B1 TTL storm: %d objects finish together, TTL %ds (QPS %v)", n, ttl, b.qps),
+		"deleted (watch DELETED) − (finish + TTL), seconds",
+		map[string][]float64{ours + " (TrainJob)": o.GoneSamples, them + " (batch Job)": k.GoneSamples})
+	return res, err
+}
+
+func (b *bench) printTTL(r ttlResult) {
+	o, k := r.Sides[0], r.Sides[1]
+	fmt.Fprintf(b.out, "\nB1 TTL storm: N=%d, ttlSecondsAfterFinished=%d, client QPS %v / burst %d for both\n", r.N, r.TTLSeconds, r.QPS, r.Burst)
+	fmt.Fprintf(b.out, "%-34s %-22s %-22s %s\n", "", "ours (TrainJob)", "kcm (batch Job)", "ours/kcm")
+	row := func(name string, a, c float64) {
+		fmt.Fprintf(b.out, "%-34s %-22s %-22s %.2f\n", name, secs(a), secs(c), ratio(a, c))
+	}
+	row("finish spread", o.FinishSpread, k.FinishSpread)
+	row("delete request − due, p50", o.Requested.P50, k.Requested.P50)
+	row("delete request − due, p99", o.Requested.P99, k.Requested.P99)
+	row("deleted − due, p50", o.Gone.P50, k.Gone.P50)
+	row("deleted − due, p90", o.Gone.P90, k.Gone.P90)
+	row("deleted − due, p99", o.Gone.P99, k.Gone.P99)
+	row("deleted − due, max", o.Gone.Max, k.Gone.Max)
+	row("drain (first due → last deleted)", o.Drain, k.Drain)
+	fmt.Fprintf(b.out, "%-34s %-22s %-22s\n\n", "early / never deleted", fmt.Sprintf("%d / %d", o.Early, o.Missed), fmt.Sprintf("%d / %d", k.Early, k.Missed))
+}
+
+// ttlSide runs one side of B1 in a namespace of its own.
+func (b *bench) ttlSide(ctx context.Context, side string, n int, ttl int32) (ttlSide, error) {
+	ns, err := b.namespace(ctx, "bench-b1")
+	if err != nil {
+		return ttlSide{}, err
+	}
+	defer func() {
+		if err := b.dropNamespace(context.Background(), ns); err != nil {
+			b.logf("  %v", err)
+		}
+	}()
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+
+	// Far enough ahead for every Pod to be running by then.
+	finishAt := time.Now().Add(30*time.Second + time.Duration(n)*40*time.Millisecond).Truncate(time.Second)
+	objs := make([]client.Object, n)
+	var tr *tracker
+	var list func() client.ObjectList
+	what := "TrainJobs"
+	switch side {
+	case ours:
+		tr, list = newTracker(trainJobFinish), func() client.ObjectList { return &trainer.TrainJobList{} }
+		for i := range objs {
+			objs[i] = utiltesting.MakeTrainJob(fmt.Sprintf("tj-%05d", i), ns).NumNodes(1).Command("torchrun", "train.py").
+				Annotation(completeAt, finishAt.Format(time.RFC3339)).TTL(ttl).Obj()
+		}
+	default:
+		what = "batch Jobs"
+		tr, list = newTracker(jobFinish), func() client.ObjectList { return &batchv1.JobList{} }
+		for i := range objs {
+			objs[i] = batchJob(fmt.Sprintf("job-%05d", i), ns, finishAt.Format(time.RFC3339), func(j *batchv1.Job) {
+				j.Spec.TTLSecondsAfterFinished = ptr.To(ttl)
+			})
+		}
+	}
+	if err := b.watchAll(wctx, ns, list, tr.observe); err != nil {
+		return ttlSide{}, err
+	}
+	b.logf("B1 %s: %d %s, Pods succeed at %s", side, n, what, finishAt.Format("15:04:05"))
+	if err := b.createAll(ctx, what, objs); err != nil {
+		return ttlSide{}, err
+	}
+	if err := b.waitPodsRunning(ctx, ns, n, time.Until(finishAt)); err != nil {
+		b.logf("  %v: finishes will spread", err)
+	}
+	timeout := time.Until(finishAt) + time.Duration(ttl)*time.Second + 5*time.Minute + time.Duration(n)*30*time.Millisecond
+	err = b.waitFor(ctx, "B1 "+side, timeout, func() (bool, string) {
+		seen, finished, gone := tr.counts()
+		return gone == n, fmt.Sprintf("%d seen, %d finished, %d deleted", seen, finished, gone)
+	})
+	if err != nil && ctx.Err() != nil {
+		return ttlSide{}, err
+	}
+	if err != nil {
+		b.logf("  %v", err)
+	}
+	return tr.ttlFigures(side, what, n), nil
+}
+
+func (t *tracker) ttlFigures(side, what string, n int) ttlSide {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := ttlSide{Controller: side, Objects: what, N: n}
+	var requested, gone []time.Duration
+	var firstFinish, lastFinish, firstDue, lastGone time.Time
+	for _, o := range t.objs {
+		if o.finish.IsZero() {
+			s.Missed++
+			continue
+		}
+		due := o.finish.Add(o.ttl)
+		if firstFinish.IsZero() || o.finish.Before(firstFinish) {
+			firstFinish = o.finish
+		}
+		if o.finish.After(lastFinish) {
+			lastFinish = o.finish
+		}
+		if firstDue.IsZero() || due.Before(firstDue) {
+			firstDue = due
+		}
+		if !o.deletionTimestamp.IsZero() && o.deletionTimestamp.Before(due) {
+			s.Early++
+		}
+		if o.gone.IsZero() {
+			s.Missed++
+			continue
+		}
+		requested = append(requested, o.requested.Sub(due))
+		gone = append(gone, o.gone.Sub(due))
+		s.GoneSamples = append(s.GoneSamples, o.gone.Sub(due).Seconds())
+		if o.gone.After(lastGone) {
+			lastGone = o.gone
+		}
+	}
+	s.Missed += n - len(t.objs)
+	s.FinishSpread = lastFinish.Sub(firstFinish).Seconds()
+	s.Requested, s.Gone = distOf(requested), distOf(gone)
+	s.Drain = lastGone.Sub(firstDue).Seconds()
+	return s
+}
+
+// waitPodsRunning waits until n Pods of ns run, for at most timeout.
+func (b *bench) waitPodsRunning(ctx context.Context, ns string, n int, timeout time.Duration) error {
+	return b.waitFor(ctx, "Pods running", timeout, func() (bool, string) {
+		var pods corev1.PodList
+		if err := b.cl.List(ctx, &pods, client.InNamespace(ns)); err != nil {
+			return false, err.Error()
+		}
+		running := 0
+		for _, p := range pods.Items {
+			if p.Status.Phase == corev1.PodRunning || p.Status.Phase == corev1.PodSucceeded {
+				running++
+			}
+		}
+		return running >= n, fmt.Sprintf("%d of %d Pods running", running, n)
+	})
+}
+
+// batchJob is a plain Job of one Pod, as kube-controller-manager runs it,
+// whose Pod succeeds as annotated.
+func batchJob(name, ns, complete string, edit func(*batchv1.Job)) *batchv1.Job {
+	j := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: batchv1.JobSpec{
+			BackoffLimit: ptr.To[int32](0),
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{completeAt: complete}},
+				Spec: corev1.PodSpec{
+					RestartPolicy: corev1.RestartPolicyNever,
+					Containers:    []corev1.Container{{Name: "node", Image: "pytorch/pytorch", Command: []string{"torchrun", "train.py"}}},
+				},
+			},
+		},
+	}
+	edit(j)
+	return j
+}
