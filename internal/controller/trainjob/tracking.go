@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -194,7 +196,11 @@ func (r *Reconciler) releaseFinalizers(ctx context.Context, jobs []*batchv1.Job)
 
 func (r *Reconciler) releaseFinalizer(ctx context.Context, job *batchv1.Job) error {
 	if !slices.Contains(job.Finalizers, trainer.JobTrackingFinalizer) {
+		r.released.forget(job)
 		return nil
+	}
+	if r.released.recent(job, r.clock.Now()) {
+		return nil // removed already; the cache has not caught up yet
 	}
 	err := r.patchOutFinalizer(ctx, job)
 	if apierrors.IsInvalid(err) {
@@ -211,8 +217,63 @@ func (r *Reconciler) releaseFinalizer(ctx context.Context, job *batchv1.Job) err
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("removing finalizer %s from Job %s: %w", trainer.JobTrackingFinalizer, klog.KObj(job), err)
 	}
+	r.released.add(job, r.clock.Now())
 	ctrl.LoggerFrom(ctx).V(2).Info("Released child Job", "job", klog.KObj(job))
 	return nil
+}
+
+// releasedFor is how long a removed finalizer is trusted to be gone while
+// the cache still shows it; past it, the removal is tried again.
+const releasedFor = time.Minute
+
+// releasedJobs remembers the Jobs whose tracking finalizer this process
+// removed, until the cache shows it gone. Without it, a reconcile on a cache
+// that has not seen the removal yet patches again: a failed JSON-patch test
+// and a live read, for nothing.
+type releasedJobs struct {
+	mu sync.Mutex
+	at map[releasedKey]time.Time
+}
+
+// releasedKey names a Job and, with its UID, this Job of that name alone.
+type releasedKey struct {
+	types.NamespacedName
+	uid types.UID
+}
+
+func keyOf(job *batchv1.Job) releasedKey {
+	return releasedKey{client.ObjectKeyFromObject(job), job.UID}
+}
+
+func (r *releasedJobs) recent(job *batchv1.Job, now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	at, ok := r.at[keyOf(job)]
+	return ok && now.Sub(at) < releasedFor
+}
+
+func (r *releasedJobs) add(job *batchv1.Job, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.at == nil {
+		r.at = map[releasedKey]time.Time{}
+	}
+	r.at[keyOf(job)] = now
+	// Jobs deleted before the cache showed the removal are never forgotten
+	// one by one: drop what is past trusting now and then.
+	if len(r.at)%1024 == 0 {
+		for k, t := range r.at {
+			if now.Sub(t) >= releasedFor {
+				delete(r.at, k)
+			}
+		}
+	}
+}
+
+func (r *releasedJobs) forget(job *batchv1.Job) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.at, keyOf(job))
 }
 
 // patchOutFinalizer removes the tracking finalizer with a JSON patch that

@@ -22,6 +22,7 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -51,6 +52,7 @@ type Reconciler struct {
 	clock     clock.PassiveClock
 	deadlines *metrics.DueTimes
 	workers   int
+	released  releasedJobs
 }
 
 var _ reconcile.Reconciler = (*Reconciler)(nil)
@@ -306,8 +308,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
-		For(&trainer.TrainJob{}).
-		Owns(&batchv1.Job{}).
+		For(&trainer.TrainJob{}, builder.WithPredicates(trainJobUpdates)).
+		Owns(&batchv1.Job{}, builder.WithPredicates(childJobUpdates)).
 		Owns(&corev1.Service{}).
 		Watches(&trainer.ClusterTrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(r.waitingOn(trainer.ClusterTrainingRuntimeKind))).
 		Watches(&trainer.TrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(r.waitingOn(trainer.TrainingRuntimeKind))).

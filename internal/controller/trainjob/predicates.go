@@ -1,0 +1,74 @@
+package trainjob
+
+import (
+	batchv1 "k8s.io/api/batch/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+)
+
+// Filters of update events. The controller reconciles a TrainJob in one pass
+// and never waits for the event of its own status write, so updates that
+// change nothing it reads are not worth a reconcile: under load they were
+// most of its work.
+
+// trainJobUpdates drops updates of a TrainJob that touch its status alone
+// (the controller's own writes, mostly).
+var trainJobUpdates = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	return !statusOnly(e.ObjectOld, e.ObjectNew)
+}}
+
+// statusOnly reports whether an update left everything but the status (and
+// the bookkeeping fields that change with any write) as it was.
+func statusOnly(old, cur client.Object) bool {
+	return old.GetGeneration() == cur.GetGeneration() &&
+		(old.GetDeletionTimestamp() == nil) == (cur.GetDeletionTimestamp() == nil) &&
+		equality.Semantic.DeepEqual(old.GetLabels(), cur.GetLabels()) &&
+		equality.Semantic.DeepEqual(old.GetAnnotations(), cur.GetAnnotations()) &&
+		equality.Semantic.DeepEqual(old.GetFinalizers(), cur.GetFinalizers()) &&
+		equality.Semantic.DeepEqual(old.GetOwnerReferences(), cur.GetOwnerReferences())
+}
+
+// childJobUpdates drops updates of a child Job that leave what the
+// controller reads of it unchanged (the Job controller also writes
+// uncountedTerminatedPods, completedIndexes and more).
+var childJobUpdates = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	old, okOld := e.ObjectOld.(*batchv1.Job)
+	cur, okCur := e.ObjectNew.(*batchv1.Job)
+	if !okOld || !okCur {
+		return true
+	}
+	return !equality.Semantic.DeepEqual(viewOf(old), viewOf(cur))
+}}
+
+// jobView is what the TrainJob controller reads of a child Job.
+type jobView struct {
+	Active, Ready, Succeeded, Terminating, Parallelism int32
+	Suspend, Deleting                                  bool
+	Conditions                                         []batchv1.JobCondition
+	Labels                                             map[string]string
+	Finalizers                                         []string
+	OwnerUID                                           string
+}
+
+func viewOf(j *batchv1.Job) jobView {
+	v := jobView{
+		Active:      j.Status.Active,
+		Ready:       ptr.Deref(j.Status.Ready, 0),
+		Succeeded:   j.Status.Succeeded,
+		Terminating: ptr.Deref(j.Status.Terminating, 0),
+		Parallelism: ptr.Deref(j.Spec.Parallelism, 1),
+		Suspend:     ptr.Deref(j.Spec.Suspend, false),
+		Deleting:    j.DeletionTimestamp != nil,
+		Labels:      j.Labels,
+		Finalizers:  j.Finalizers,
+		OwnerUID:    string(ctrlOwnerUID(j)),
+	}
+	// Conditions without their probe and transition times.
+	for _, c := range j.Status.Conditions {
+		v.Conditions = append(v.Conditions, batchv1.JobCondition{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message})
+	}
+	return v
+}
