@@ -17,6 +17,11 @@ import (
 	utiltesting "github.com/trainjob-operator/trainjob-operator/internal/util/testing"
 )
 
+// firstDeadline is the shortest deadline of B2, in seconds; the others are
+// spread over the minute after it. It leaves time to create every object
+// before the first deadline.
+const firstDeadline = 20
+
 type deadlineSide struct {
 	Controller string `json:"controller"`
 	Objects    string `json:"objects"`
@@ -150,11 +155,11 @@ func jobDeadline(o client.Object) (*time.Time, bool) {
 // gone; ours against kube-controller-manager's Job controller.
 func (b *bench) deadlines(ctx context.Context) (any, error) {
 	n := b.c.deadlineN
-	b.logf("B2 deadline accuracy: %d TrainJobs, then %d batch Jobs, running, with deadlines of 30s to 90s", n, n)
+	b.logf("B2 deadline accuracy: %d TrainJobs, then %d batch Jobs, running, with deadlines of %ds to %ds", n, n, firstDeadline, firstDeadline+59)
 	if err := b.ensureNodes(ctx, n); err != nil {
 		return nil, err
 	}
-	res := deadlineResult{N: n, Spread: "30s + (i mod 60)s", QPS: b.qps, Burst: b.burst}
+	res := deadlineResult{N: n, Spread: fmt.Sprintf("%ds + (i mod 60)s", firstDeadline), QPS: b.qps, Burst: b.burst}
 	for _, side := range []string{ours, them} {
 		s, err := b.deadlineSide(ctx, side, n)
 		if err != nil {
@@ -167,7 +172,7 @@ func (b *bench) deadlines(ctx context.Context) (any, error) {
 		"p50": ratio(o.Error.P50, k.Error.P50), "p99": ratio(o.Error.P99, k.Error.P99), "max": ratio(o.Error.Max, k.Error.Max),
 		"podsGoneP50": ratio(o.PodsGone.P50, k.PodsGone.P50), "podsGoneP99": ratio(o.PodsGone.P99, k.PodsGone.P99),
 	}
-	fmt.Fprintf(b.out, "\nB2 deadline accuracy: N=%d, deadlines 30s–89s after start, client QPS %v / burst %d for both\n", n, b.qps, b.burst)
+	fmt.Fprintf(b.out, "\nB2 deadline accuracy: N=%d, deadlines %ds–%ds after start, client QPS %v / burst %d for both\n", n, firstDeadline, firstDeadline+59, b.qps, b.burst)
 	fmt.Fprintf(b.out, "%-34s %-22s %-22s %s\n", "", "ours (TrainJob)", "kcm (batch Job)", "ours/kcm")
 	row := func(name string, a, c float64) {
 		fmt.Fprintf(b.out, "%-34s %-22s %-22s %.2f\n", name, secs(a), secs(c), ratio(a, c))
@@ -180,7 +185,7 @@ func (b *bench) deadlines(ctx context.Context) (any, error) {
 	row("last Pod gone − deadline, max", o.PodsGone.Max, k.PodsGone.Max)
 	fmt.Fprintf(b.out, "%-34s %-22s %-22s\n\n", "early / missed", fmt.Sprintf("%d / %d", o.Early, o.Missed), fmt.Sprintf("%d / %d", k.Early, k.Missed))
 	err := cdfPlot(filepath.Join(b.c.out, "b2.png"),
-		fmt.Sprintf("B2 deadline accuracy: %d objects, deadlines 30–89s (QPS %v)", n, b.qps),
+		fmt.Sprintf("B2 deadline accuracy: %d objects, deadlines %d–%ds (QPS %v)", n, firstDeadline, firstDeadline+59, b.qps),
 		"|failed − (startTime + deadline)|, seconds",
 		map[string][]float64{ours + " (TrainJob)": o.ErrorSamples, them + " (batch Job)": k.ErrorSamples})
 	return res, err
@@ -204,7 +209,7 @@ func (b *bench) deadlineSide(ctx context.Context, side string, n int) (deadlineS
 	var list func() client.ObjectList
 	what := "TrainJobs"
 	for i := range objs {
-		deadline := int64(30 + i%60)
+		deadline := int64(firstDeadline + i%60)
 		switch side {
 		case ours:
 			name := fmt.Sprintf("tj-%05d", i)

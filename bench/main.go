@@ -41,12 +41,12 @@ func main() {
 	flag.StringVar(&c.root, "root", "..", "The repository: its .dev cluster (make dev-up) is benchmarked.")
 	flag.StringVar(&c.out, "out", "", "Directory for the JSON and PNG results. Default <root>/bench/results.")
 	flag.StringVar(&scenarios, "scenarios", "b1,b2,b3,b4", "Scenarios to run, comma-separated.")
-	flag.BoolVar(&full, "full", false, "Full sizes: B1 N=10000, B2 N=1000, B3 windows of 3m, B4 1k/5k/10k.")
+	flag.BoolVar(&full, "full", false, "Full sizes: B1 N=10000, B2 N=1000, B3 rates 4 to 32 per second for 3m each, B4 1k/5k/10k.")
 	flag.IntVar(&c.ttlN, "ttl-n", 1000, "B1: TrainJobs (and batch Jobs) finishing together.")
 	flag.IntVar(&c.ttlSeconds, "ttl-seconds", 10, "B1: their ttlSecondsAfterFinished.")
-	flag.IntVar(&c.deadlineN, "deadline-n", 500, "B2: running TrainJobs (and batch Jobs) with deadlines.")
-	flag.StringVar(&rates, "rates", "2,4,8,16", "B3: creation rates to try, TrainJobs per second, rising.")
-	flag.DurationVar(&c.window, "window", time.Minute, "B3: how long each rate must be sustained.")
+	flag.IntVar(&c.deadlineN, "deadline-n", 300, "B2: running TrainJobs (and batch Jobs) with deadlines.")
+	flag.StringVar(&rates, "rates", "4,8,16", "B3: creation rates to try, TrainJobs per second, rising.")
+	flag.DurationVar(&c.window, "window", 45*time.Second, "B3: how long each rate must be sustained.")
 	flag.StringVar(&sizes, "sizes", "1000", "B4: TrainJobs held in the manager's cache, rising, comma-separated.")
 	flag.Float64Var(&c.qps, "qps", 0, "Client QPS given to both the manager and kube-controller-manager. Default: kube-controller-manager's.")
 	flag.IntVar(&c.burst, "burst", 0, "Client burst given to both. Default: kube-controller-manager's.")
@@ -55,16 +55,18 @@ func main() {
 	set := map[string]bool{}
 	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if full {
-		for name, value := range map[string]string{"ttl-n": "10000", "deadline-n": "1000", "window": "3m", "sizes": "1000,5000,10000"} {
+		for name, value := range map[string]string{"ttl-n": "10000", "deadline-n": "1000", "rates": "4,8,16,32", "window": "3m", "sizes": "1000,5000,10000"} {
 			if !set[name] {
 				if err := flag.Set(name, value); err != nil {
 					fail(err)
 				}
-				if name == "sizes" {
-					sizes = value
-				}
 			}
 		}
+	}
+	if set["kubeconfig"] {
+		// controller-runtime registers -kubeconfig; the bench needs the
+		// processes of the local cluster as well as its API.
+		fail(fmt.Errorf("-kubeconfig: the bench runs on the cluster of make dev-up under -root"))
 	}
 	c.scenarios = map[string]bool{}
 	for _, s := range strings.Split(scenarios, ",") {

@@ -28,8 +28,20 @@ func ensureManager(ctx context.Context, o Options, st *state, configPath string)
 			return err
 		}
 	}
+	webhookPort := st.WebhookPort
 	if err := choosePorts(st); err != nil {
 		return err
+	}
+	if webhookPort != 0 && st.WebhookPort != webhookPort {
+		// Another program took the port: point the webhook at the new one.
+		cl, err := o.client()
+		if err != nil {
+			return err
+		}
+		step(o, "the webhook moves to https://localhost:%d (port %d is taken)", st.WebhookPort, webhookPort)
+		if err := applyWebhookConfiguration(ctx, cl, o, st.WebhookPort); err != nil {
+			return err
+		}
 	}
 	logFile, err := os.OpenFile(o.ManagerLog(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -78,9 +90,15 @@ func ensureManager(ctx context.Context, o Options, st *state, configPath string)
 }
 
 // choosePorts keeps the manager's ports that are free and picks new ones for
-// the others. The webhook port stays once chosen (the webhook configuration
-// names it) unless another program took it.
+// the others. The webhook configuration names the webhook port, so that one
+// is waited for a few seconds (a killed manager's connections may hold it
+// briefly) before another is picked.
 func choosePorts(st *state) error {
+	if st.WebhookPort != 0 {
+		for deadline := time.Now().Add(5 * time.Second); !portFree(st.WebhookPort) && time.Now().Before(deadline); {
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
 	for _, port := range []*int{&st.WebhookPort, &st.MetricsPort, &st.HealthPort} {
 		if *port != 0 && portFree(*port) {
 			continue
