@@ -47,8 +47,30 @@ type ttlSide struct {
 	// deleted by the end of the wait.
 	Early  int `json:"early"`
 	Missed int `json:"missed"`
+	// GC is what kube-controller-manager's garbage collector did meanwhile.
+	GC gcWork `json:"garbageCollector"`
 	// GoneSamples are the Gone latencies, seconds, for plots.
 	GoneSamples []float64 `json:"goneSamples"`
+}
+
+// gcWork is the work of the garbage collector's attempt-to-delete queue,
+// which runs every foreground cascade, from its workqueue metrics.
+type gcWork struct {
+	Items        float64 `json:"items"`
+	MeanWait     float64 `json:"meanQueueWaitSeconds"`
+	MeanWork     float64 `json:"meanWorkSeconds"`
+	ItemsPerObj  float64 `json:"itemsPerObject"`
+	WorkSecsPObj float64 `json:"workSecondsPerObject"`
+}
+
+// gcQueue reads the garbage collector's attempt-to-delete queue counters.
+func (b *bench) gcQueue(ctx context.Context) (adds, wait, work float64, err error) {
+	m, err := scrape(ctx, fmt.Sprintf("https://127.0.0.1:%d/metrics", b.kcmMetricsPort))
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	q := map[string]string{"name": "garbage_collector_attempt_to_delete"}
+	return m.sum("workqueue_adds_total", q), m.sum("workqueue_queue_duration_seconds_sum", q), m.sum("workqueue_work_duration_seconds_sum", q), nil
 }
 
 type ttlResult struct {
@@ -183,7 +205,10 @@ func (b *bench) printTTL(r ttlResult) {
 	row("deleted − due, p99", o.Gone.P99, k.Gone.P99)
 	row("deleted − due, max", o.Gone.Max, k.Gone.Max)
 	row("drain (first due → last deleted)", o.Drain, k.Drain)
-	fmt.Fprintf(b.out, "%-34s %-22s %-22s\n\n", "early / never deleted", fmt.Sprintf("%d / %d", o.Early, o.Missed), fmt.Sprintf("%d / %d", k.Early, k.Missed))
+	fmt.Fprintf(b.out, "%-34s %-22s %-22s\n", "early / never deleted", fmt.Sprintf("%d / %d", o.Early, o.Missed), fmt.Sprintf("%d / %d", k.Early, k.Missed))
+	fmt.Fprintf(b.out, "%-34s %-22s %-22s\n", "GC attempts to delete per object", fmt.Sprintf("%.1f", o.GC.ItemsPerObj), fmt.Sprintf("%.1f", k.GC.ItemsPerObj))
+	fmt.Fprintf(b.out, "%-34s %-22s %-22s\n", "GC mean queue wait / work", fmt.Sprintf("%s / %s", secs(o.GC.MeanWait), secs(o.GC.MeanWork)), fmt.Sprintf("%s / %s", secs(k.GC.MeanWait), secs(k.GC.MeanWork)))
+	fmt.Fprintln(b.out)
 }
 
 // ttlSide runs one side of B1 in a namespace of its own.
@@ -225,6 +250,10 @@ func (b *bench) ttlSide(ctx context.Context, side string, n int, ttl int32) (ttl
 	if err := b.watchAll(wctx, ns, list, tr.observe); err != nil {
 		return ttlSide{}, err
 	}
+	adds0, wait0, work0, err := b.gcQueue(ctx)
+	if err != nil {
+		return ttlSide{}, err
+	}
 	b.logf("B1 %s: %d %s, Pods succeed at %s", side, n, what, finishAt.Format("15:04:05"))
 	if err := b.createAll(ctx, what, objs); err != nil {
 		return ttlSide{}, err
@@ -243,7 +272,16 @@ func (b *bench) ttlSide(ctx context.Context, side string, n int, ttl int32) (ttl
 	if err != nil {
 		b.logf("  %v", err)
 	}
-	return tr.ttlFigures(side, what, n), nil
+	s := tr.ttlFigures(side, what, n)
+	adds, wait, work, err := b.gcQueue(ctx)
+	if err != nil {
+		return ttlSide{}, err
+	}
+	if d := adds - adds0; d > 0 {
+		s.GC = gcWork{Items: d, MeanWait: (wait - wait0) / d, MeanWork: (work - work0) / d,
+			ItemsPerObj: d / float64(n), WorkSecsPObj: (work - work0) / float64(n)}
+	}
+	return s, nil
 }
 
 func (t *tracker) ttlFigures(side, what string, n int) ttlSide {

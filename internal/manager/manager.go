@@ -102,7 +102,7 @@ func New(restConfig *rest.Config, cfg *configv1alpha1.Configuration, opts Option
 		LeaseDuration:                 ptr.To(le.LeaseDuration.Duration),
 		RenewDeadline:                 ptr.To(le.RenewDeadline.Duration),
 		RetryPeriod:                   ptr.To(le.RetryPeriod.Duration),
-		Cache:                         cache.Options{ByObject: caches(cfg)},
+		Cache:                         cache.Options{ByObject: caches(cfg), DefaultTransform: cache.TransformStripManagedFields()},
 		Controller:                    config.Controller{SkipNameValidation: ptr.To(opts.SkipNameValidation)},
 	})
 	if err != nil {
@@ -178,6 +178,18 @@ func (a afterCerts) Start(ctx context.Context) error {
 
 func (afterCerts) NeedLeaderElection() bool { return false }
 
+// stripJob drops what the controllers never read of a child Job before it
+// is cached: its managed fields and its Pod template, most of its size. The
+// controllers change Jobs with patches only, never by writing back a cached
+// Job, which would lose the template.
+func stripJob(o any) (any, error) {
+	if job, ok := o.(*batchv1.Job); ok {
+		job.ManagedFields = nil
+		job.Spec.Template = corev1.PodTemplateSpec{}
+	}
+	return o, nil
+}
+
 // caches limits what the manager's caches hold: the Jobs and Services
 // TrainJobs own rather than every Job and Service of the cluster, and the
 // webhook certificate's Secret alone.
@@ -186,7 +198,7 @@ func caches(cfg *configv1alpha1.Configuration) map[client.Object]cache.ByObject 
 	utilruntime.Must(err)
 	selector := labels.NewSelector().Add(*owned)
 	byObject := map[client.Object]cache.ByObject{
-		&batchv1.Job{}:    {Label: selector},
+		&batchv1.Job{}:    {Label: selector, Transform: stripJob},
 		&corev1.Service{}: {Label: selector},
 	}
 	if cm := cfg.Webhook.CertManagement; *cfg.Webhook.Enable && *cm.Enable {
