@@ -3,6 +3,7 @@ module github.com/trainjob-operator/trainjob-operator/bench
 go 1.26.0
 
 require (
+	github.com/go-logr/logr v1.4.3
 	github.com/trainjob-operator/trainjob-operator v0.0.0
 	gonum.org/v1/plot v0.17.0
 	k8s.io/api v0.36.3
@@ -30,7 +31,6 @@ require (
 	github.com/felixge/httpsnoop v1.0.4 // indirect
 	github.com/fsnotify/fsnotify v1.9.0 // indirect
 	github.com/fxamacker/cbor/v2 v2.9.0 // indirect
-	github.com/go-logr/logr v1.4.3 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/go-logr/zapr v1.3.0 // indirect
 	github.com/go-openapi/jsonpointer v0.21.0 // indirect

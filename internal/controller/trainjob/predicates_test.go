@@ -61,7 +61,9 @@ func TestChildJobUpdates(t *testing.T) {
 		"deleted":                 {func(j *batchv1.Job) { j.DeletionTimestamp = &metav1.Time{Time: time.Now()} }, true},
 		"finalizer gone":          {func(j *batchv1.Job) { j.Finalizers = nil }, true},
 		"labels":                  {func(j *batchv1.Job) { j.Labels = map[string]string{"a": "b"} }, true},
-		"condition added":         {func(j *batchv1.Job) { j.Status.Conditions = append(j.Status.Conditions, jobCond(batchv1.JobComplete, "")) }, true},
+		"condition added": {func(j *batchv1.Job) {
+			j.Status.Conditions = append(j.Status.Conditions, jobCond(batchv1.JobComplete, ""))
+		}, true},
 		"condition reason changed": {func(j *batchv1.Job) {
 			j.Status.Conditions = []batchv1.JobCondition{jobCond(batchv1.JobFailed, "DeadlineExceeded")}
 		}, true},
