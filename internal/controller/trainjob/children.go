@@ -24,7 +24,7 @@ import (
 // children, and any that an earlier TrainJob of the same name owned.
 func (r *Reconciler) listChildren(ctx context.Context, tj *trainer.TrainJob) ([]child, []*batchv1.Job, error) {
 	var jobs batchv1.JobList
-	if err := r.client.List(ctx, &jobs, client.InNamespace(tj.Namespace), client.MatchingLabels{trainer.TrainJobNameLabel: tj.Name}); err != nil {
+	if err := r.client.List(ctx, &jobs, client.InNamespace(tj.Namespace), client.MatchingFields{childIndex: tj.Name}); err != nil {
 		return nil, nil, fmt.Errorf("listing Jobs of TrainJob %s: %w", klog.KObj(tj), err)
 	}
 	var owned []child

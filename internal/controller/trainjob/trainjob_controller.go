@@ -44,6 +44,19 @@ const conflictRetry = time.Second
 // "<kind>/<namespace>/<name>" (namespace empty for ClusterTrainingRuntimes).
 const runtimeRefIndex = "spec.runtimeRef"
 
+// childIndex indexes Jobs by the TrainJob they are labelled for, so a
+// reconcile lists its TrainJob's children without scanning every Job of the
+// namespace (a label selector on the cache does).
+const childIndex = "metadata.labels.trainjob"
+
+// childIndexValue is the value of childIndex for a Job.
+func childIndexValue(o client.Object) []string {
+	if name, ok := o.GetLabels()[trainer.TrainJobNameLabel]; ok {
+		return []string{name}
+	}
+	return nil
+}
+
 // Reconciler reconciles TrainJobs.
 type Reconciler struct {
 	client    client.Client
@@ -255,7 +268,7 @@ func allSucceeded(status *trainer.TrainJobStatus) bool {
 // releaseLeftovers releases the children of a TrainJob that no longer exists.
 func (r *Reconciler) releaseLeftovers(ctx context.Context, key types.NamespacedName) error {
 	var jobs batchv1.JobList
-	if err := r.client.List(ctx, &jobs, client.InNamespace(key.Namespace), client.MatchingLabels{trainer.TrainJobNameLabel: key.Name}); err != nil {
+	if err := r.client.List(ctx, &jobs, client.InNamespace(key.Namespace), client.MatchingFields{childIndex: key.Name}); err != nil {
 		return fmt.Errorf("listing Jobs of TrainJob %s: %w", key, err)
 	}
 	var held []*batchv1.Job
@@ -305,6 +318,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return []string{runtimeKey(runtime.KindOf(tj), tj.Namespace, tj.Spec.RuntimeRef.Name)}
 	}); err != nil {
 		return fmt.Errorf("indexing TrainJobs by runtime: %w", err)
+	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &batchv1.Job{}, childIndex, childIndexValue); err != nil {
+		return fmt.Errorf("indexing Jobs by TrainJob: %w", err)
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).

@@ -56,7 +56,8 @@ type fixture struct {
 func newFixture(t *testing.T, funcs *interceptor.Funcs, objs ...client.Object) *fixture {
 	t.Helper()
 	b := fake.NewClientBuilder().WithScheme(testScheme()).WithObjects(objs...).
-		WithStatusSubresource(&trainer.TrainJob{}, &batchv1.Job{})
+		WithStatusSubresource(&trainer.TrainJob{}, &batchv1.Job{}).
+		WithIndex(&batchv1.Job{}, childIndex, childIndexValue)
 	if funcs != nil {
 		b = b.WithInterceptorFuncs(*funcs)
 	}
