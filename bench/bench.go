@@ -186,13 +186,28 @@ func (b *bench) ensureNodes(ctx context.Context, pods int) error {
 	return nil
 }
 
-// namespace creates a namespace for one side of a scenario.
-func (b *bench) namespace(ctx context.Context, prefix string) (string, error) {
+// namespace creates a namespace for one side of a scenario, and returns the
+// function that drops it (and waits until it is gone) when the side is done.
+func (b *bench) namespace(ctx context.Context, prefix string) (string, func(), error) {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
 	if err := b.cl.Create(ctx, ns); err != nil {
-		return "", err
+		return "", nil, err
 	}
-	return ns.Name, nil
+	drop := func() {
+		if err := b.dropNamespace(context.Background(), ns.Name); err != nil {
+			b.logf("  %v", err)
+		}
+	}
+	return ns.Name, drop, nil
+}
+
+// comparison prints the header of a table of ours against kcm and returns
+// the function that prints a row of it.
+func (b *bench) comparison() func(name string, ours, kcm float64) {
+	fmt.Fprintf(b.out, "%-34s %-22s %-22s %s\n", "", "ours (TrainJob)", "kcm (batch Job)", "ours/kcm")
+	return func(name string, a, c float64) {
+		fmt.Fprintf(b.out, "%-34s %-22s %-22s %.2f\n", name, secs(a), secs(c), ratio(a, c))
+	}
 }
 
 // dropNamespace deletes a namespace and waits until it is gone, so the next

@@ -173,10 +173,7 @@ func (b *bench) deadlines(ctx context.Context) (any, error) {
 		"podsGoneP50": ratio(o.PodsGone.P50, k.PodsGone.P50), "podsGoneP99": ratio(o.PodsGone.P99, k.PodsGone.P99),
 	}
 	fmt.Fprintf(b.out, "\nB2 deadline accuracy: N=%d, deadlines %ds–%ds after start, client QPS %v / burst %d for both\n", n, firstDeadline, firstDeadline+59, b.qps, b.burst)
-	fmt.Fprintf(b.out, "%-34s %-22s %-22s %s\n", "", "ours (TrainJob)", "kcm (batch Job)", "ours/kcm")
-	row := func(name string, a, c float64) {
-		fmt.Fprintf(b.out, "%-34s %-22s %-22s %.2f\n", name, secs(a), secs(c), ratio(a, c))
-	}
+	row := b.comparison()
 	row("|failed − deadline|, p50", o.Error.P50, k.Error.P50)
 	row("|failed − deadline|, p99", o.Error.P99, k.Error.P99)
 	row("|failed − deadline|, max", o.Error.Max, k.Error.Max)
@@ -192,15 +189,11 @@ func (b *bench) deadlines(ctx context.Context) (any, error) {
 }
 
 func (b *bench) deadlineSide(ctx context.Context, side string, n int) (deadlineSide, error) {
-	ns, err := b.namespace(ctx, "bench-b2")
+	ns, drop, err := b.namespace(ctx, "bench-b2")
 	if err != nil {
 		return deadlineSide{}, err
 	}
-	defer func() {
-		if err := b.dropNamespace(context.Background(), ns); err != nil {
-			b.logf("  %v", err)
-		}
-	}()
+	defer drop()
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
 

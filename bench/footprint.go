@@ -48,15 +48,11 @@ func (b *bench) footprint(ctx context.Context) (any, error) {
 	if err := b.restartManager(ctx, b.managerArgs()...); err != nil {
 		return nil, err
 	}
-	ns, err := b.namespace(ctx, "bench-b4")
+	ns, drop, err := b.namespace(ctx, "bench-b4")
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		if err := b.dropNamespace(context.Background(), ns); err != nil {
-			b.logf("  %v", err)
-		}
-	}()
+	defer drop()
 	res := footprintResult{Note: "finished TrainJobs of 1 node, ttlSecondsAfterFinished 1 day: each keeps its Job, Service and Pod"}
 	p0, err := b.sampleManager(ctx)
 	if err != nil {

@@ -196,15 +196,11 @@ func (t *podTracker) observe(ev event) {
 // rateStep creates objects at rate per second for the window, then waits
 // for them to drain.
 func (b *bench) rateStep(ctx context.Context, side string, rate float64) (rateStep, error) {
-	ns, err := b.namespace(ctx, "bench-b3")
+	ns, drop, err := b.namespace(ctx, "bench-b3")
 	if err != nil {
 		return rateStep{}, err
 	}
-	defer func() {
-		if err := b.dropNamespace(context.Background(), ns); err != nil {
-			b.logf("  %v", err)
-		}
-	}()
+	defer drop()
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
 	var tr *podTracker

@@ -193,10 +193,7 @@ func (b *bench) ttlStorm(ctx context.Context) (any, error) {
 func (b *bench) printTTL(r ttlResult) {
 	o, k := r.Sides[0], r.Sides[1]
 	fmt.Fprintf(b.out, "\nB1 TTL storm: N=%d, ttlSecondsAfterFinished=%d, client QPS %v / burst %d for both\n", r.N, r.TTLSeconds, r.QPS, r.Burst)
-	fmt.Fprintf(b.out, "%-34s %-22s %-22s %s\n", "", "ours (TrainJob)", "kcm (batch Job)", "ours/kcm")
-	row := func(name string, a, c float64) {
-		fmt.Fprintf(b.out, "%-34s %-22s %-22s %.2f\n", name, secs(a), secs(c), ratio(a, c))
-	}
+	row := b.comparison()
 	row("finish spread", o.FinishSpread, k.FinishSpread)
 	row("delete request − due, p50", o.Requested.P50, k.Requested.P50)
 	row("delete request − due, p99", o.Requested.P99, k.Requested.P99)
@@ -213,15 +210,11 @@ func (b *bench) printTTL(r ttlResult) {
 
 // ttlSide runs one side of B1 in a namespace of its own.
 func (b *bench) ttlSide(ctx context.Context, side string, n int, ttl int32) (ttlSide, error) {
-	ns, err := b.namespace(ctx, "bench-b1")
+	ns, drop, err := b.namespace(ctx, "bench-b1")
 	if err != nil {
 		return ttlSide{}, err
 	}
-	defer func() {
-		if err := b.dropNamespace(context.Background(), ns); err != nil {
-			b.logf("  %v", err)
-		}
-	}()
+	defer drop()
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
 
