@@ -79,7 +79,7 @@ func TestLeaderKilled(t *testing.T) {
 			baseline := map[*dev.Replica]float64{follower: before, leader: 0}
 			var led, acted time.Duration
 			var winner *dev.Replica
-			for (led == 0 || acted == 0) && time.Since(killed) < 2*time.Minute {
+			for (led == 0 || acted == 0) && time.Since(killed) < 2*time.Minute && ctx.Err() == nil {
 				leading := 0
 				for _, r := range replicas {
 					if !r.Leading() {
@@ -102,6 +102,15 @@ func TestLeaderKilled(t *testing.T) {
 			}
 			if err := <-restarted; err != nil {
 				t.Errorf("starting %s again: %v", leader.Name, err)
+				break
+			}
+			if (led == 0 || acted == 0) && ctx.Err() != nil {
+				// The last TrainJobs went while no replica led: the old
+				// leader had released them and the garbage collector
+				// finished their deletion. The new leader has nothing to
+				// reconcile, so there is no takeover to measure.
+				t.Logf("the workload ended %v after %s's death, before a new leader had work (lead %v); this kill is not counted",
+					time.Since(killed).Round(time.Millisecond), leader.Name, led)
 				break
 			}
 			if led == 0 || acted == 0 {
