@@ -43,45 +43,72 @@ func ensureManager(ctx context.Context, o Options, st *state, configPath string)
 			return err
 		}
 	}
-	logFile, err := os.OpenFile(o.ManagerLog(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	m := managerProcess{
+		name: "the manager", logPath: o.ManagerLog(), configPath: configPath, certDir: filepath.Join(o.WorkDir, "certs"),
+		webhookPort: st.WebhookPort, metricsPort: st.MetricsPort, healthPort: st.HealthPort, extraArgs: o.ManagerArgs,
+	}
+	pid, exited, err := m.launch(o)
 	if err != nil {
 		return err
 	}
+	st.ManagerPID = pid
+	step(o, "started the manager (pid %d), logging to %s", st.ManagerPID, o.ManagerLog())
+	return m.waitReady(ctx, exited)
+}
+
+// managerProcess is one manager process of the dev cluster: the manager Up
+// starts, or a replica of StartReplicas.
+type managerProcess struct {
+	name                                 string // in messages: "the manager"
+	logPath, configPath, certDir         string
+	webhookPort, metricsPort, healthPort int
+	extraArgs                            []string
+}
+
+// launch starts the manager detached, in a session of its own, so it
+// outlives `trainctl dev up` and does not get the terminal's Ctrl-C. exited
+// is closed when it ends.
+func (m managerProcess) launch(o Options) (pid int, exited chan struct{}, err error) {
+	logFile, err := os.OpenFile(m.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return 0, nil, err
+	}
 	defer func() { _ = logFile.Close() }()
 	cmd := exec.Command(filepath.Join(o.BinDir, "manager"),
-		"--config", configPath,
+		"--config", m.configPath,
 		"--kubeconfig", o.Kubeconfig(),
-		"--webhook-port", strconv.Itoa(st.WebhookPort),
-		"--webhook-cert-dir", filepath.Join(o.WorkDir, "certs"),
-		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", st.MetricsPort),
+		"--webhook-port", strconv.Itoa(m.webhookPort),
+		"--webhook-cert-dir", m.certDir,
+		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", m.metricsPort),
 		"--metrics-insecure",
-		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", st.HealthPort),
+		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", m.healthPort),
 	)
-	cmd.Args = append(cmd.Args, o.ManagerArgs...)
+	cmd.Args = append(cmd.Args, m.extraArgs...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	// Its own session: the manager outlives `trainctl dev up` and does not
-	// get the terminal's Ctrl-C.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("starting the manager: %w", err)
+		return 0, nil, fmt.Errorf("starting %s: %w", m.name, err)
 	}
-	st.ManagerPID = cmd.Process.Pid
-	go func() { _ = cmd.Wait() }() // reap it if it ends while we run
-	step(o, "started the manager (pid %d), logging to %s", st.ManagerPID, o.ManagerLog())
+	exited = make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }() // reap it if it ends while we run
+	return cmd.Process.Pid, exited, nil
+}
 
+// waitReady waits up to a minute until the manager answers ready on its
+// health port, and fails at once if it exits.
+func (m managerProcess) waitReady(ctx context.Context, exited <-chan struct{}) error {
 	deadline := time.Now().Add(time.Minute)
 	for {
-		err := ready(st.HealthPort)
+		err := ready(m.healthPort)
 		if err == nil {
 			return nil
 		}
-		if !processAlive(st.ManagerPID) {
-			return fmt.Errorf("the manager exited; the end of %s:\n%s", o.ManagerLog(), tail(o.ManagerLog(), 20))
-		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the manager is not ready after a minute (%w); see %s", err, o.ManagerLog())
+			return fmt.Errorf("%s is not ready after a minute (%w); see %s", m.name, err, m.logPath)
 		}
 		select {
+		case <-exited:
+			return fmt.Errorf("%s exited; the end of %s:\n%s", m.name, m.logPath, tail(m.logPath, 20))
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(200 * time.Millisecond):

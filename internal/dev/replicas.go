@@ -5,8 +5,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -82,49 +80,18 @@ func StopReplicas(rs []*Replica) error {
 // Start starts the replica (again, after Kill) on its ports and waits until
 // it is ready: serving its webhook, leading or not.
 func (r *Replica) Start(ctx context.Context) error {
-	logPath := r.logPath()
-	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	m := managerProcess{
+		name: "manager " + r.Name, logPath: r.logPath(), configPath: filepath.Join(r.o.WorkDir, "config.yaml"),
+		certDir:     filepath.Join(r.o.WorkDir, r.Name, "certs"),
+		webhookPort: r.webhookPort, metricsPort: r.MetricsPort, healthPort: r.HealthPort,
+		extraArgs: []string{"--leader-elect=true", "--leader-election-namespace", leaseNamespace},
+	}
+	pid, exited, err := m.launch(r.o)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = logFile.Close() }()
-	cmd := exec.Command(filepath.Join(r.o.BinDir, "manager"),
-		"--config", filepath.Join(r.o.WorkDir, "config.yaml"),
-		"--kubeconfig", r.o.Kubeconfig(),
-		"--leader-elect=true",
-		"--leader-election-namespace", leaseNamespace,
-		"--webhook-port", strconv.Itoa(r.webhookPort),
-		"--webhook-cert-dir", filepath.Join(r.o.WorkDir, r.Name, "certs"),
-		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", r.MetricsPort),
-		"--metrics-insecure",
-		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", r.HealthPort),
-	)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("starting manager %s: %w", r.Name, err)
-	}
-	r.PID = cmd.Process.Pid
-	r.exited = make(chan struct{})
-	go func(exited chan struct{}) { _ = cmd.Wait(); close(exited) }(r.exited)
-
-	deadline := time.Now().Add(time.Minute)
-	for {
-		err := ready(r.HealthPort)
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-r.exited:
-			return fmt.Errorf("manager %s exited; the end of %s:\n%s", r.Name, logPath, tail(logPath, 20))
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("manager %s is not ready after a minute (%w); see %s", r.Name, err, logPath)
-		}
-	}
+	r.PID, r.exited = pid, exited
+	return m.waitReady(ctx, exited)
 }
 
 // Log returns the last lines of the replica's log.
