@@ -80,47 +80,61 @@ type recorder struct {
 // record watches ns until ctx ends, starting over whenever the watch ends.
 func record(ctx context.Context, t *testing.T, ns string) *recorder {
 	r := &recorder{jobs: map[types.UID]*history{}}
-	var list trainer.TrainJobList
-	if err := k8s.List(ctx, &list, client.InNamespace(ns)); err != nil {
+	watchNamespace(ctx, t, ns, func() client.ObjectList { return &trainer.TrainJobList{} }, func(typ watch.EventType, o client.Object) {
+		tj, ok := o.(*trainer.TrainJob)
+		if !ok {
+			return
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		h := r.jobs[tj.UID]
+		if h == nil {
+			h = &history{}
+			r.jobs[tj.UID] = h
+		}
+		h.last = tj.DeepCopy()
+		if typ == watch.Deleted {
+			h.deletedAt = time.Now()
+		}
+	})
+	return r
+}
+
+// watchNamespace watches the objects of newList's kind in ns, from now until
+// ctx ends, and calls fn for each change. When a watch ends it starts again
+// from the last version seen; when that is too old, from the current state
+// (the new watch begins with every object there as Added; deletions missed
+// meanwhile are found by the final audit).
+func watchNamespace(ctx context.Context, t *testing.T, ns string, newList func() client.ObjectList, fn func(watch.EventType, client.Object)) {
+	list := newList()
+	if err := k8s.List(ctx, list, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)
 	}
-	rv := list.ResourceVersion
+	rv := list.GetResourceVersion()
 	go func() {
 		for ctx.Err() == nil {
-			w, err := k8s.Watch(ctx, &trainer.TrainJobList{}, client.InNamespace(ns), &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true}})
+			w, err := k8s.Watch(ctx, newList(), client.InNamespace(ns), &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true}})
 			if err != nil {
 				time.Sleep(200 * time.Millisecond)
 				continue
 			}
 			for ev := range w.ResultChan() {
 				if ev.Type == watch.Error {
-					rv = "" // too old: start from now; deletions meanwhile are found by the final audit
+					rv = ""
 					break
 				}
-				tj, ok := ev.Object.(*trainer.TrainJob)
+				o, ok := ev.Object.(client.Object)
 				if !ok {
 					continue
 				}
-				rv = tj.ResourceVersion
-				if ev.Type == watch.Bookmark {
-					continue
+				rv = o.GetResourceVersion()
+				if ev.Type != watch.Bookmark {
+					fn(ev.Type, o)
 				}
-				r.mu.Lock()
-				h := r.jobs[tj.UID]
-				if h == nil {
-					h = &history{}
-					r.jobs[tj.UID] = h
-				}
-				h.last = tj.DeepCopy()
-				if ev.Type == watch.Deleted {
-					h.deletedAt = time.Now()
-				}
-				r.mu.Unlock()
 			}
 			w.Stop()
 		}
 	}()
-	return r
 }
 
 // snapshot returns a copy of the histories.
@@ -153,41 +167,17 @@ type jobCreations struct {
 
 func watchJobCreations(ctx context.Context, t *testing.T, ns string) *jobCreations {
 	c := &jobCreations{uids: map[string]map[types.UID]bool{}}
-	var list batchv1.JobList
-	if err := k8s.List(ctx, &list, client.InNamespace(ns)); err != nil {
-		t.Fatal(err)
-	}
-	rv := list.ResourceVersion
-	go func() {
-		for ctx.Err() == nil {
-			w, err := k8s.Watch(ctx, &batchv1.JobList{}, client.InNamespace(ns), &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true}})
-			if err != nil {
-				time.Sleep(200 * time.Millisecond)
-				continue
-			}
-			for ev := range w.ResultChan() {
-				if ev.Type == watch.Error {
-					rv = "" // start from now: a re-list shows the Jobs that exist, with their UIDs
-					break
-				}
-				j, ok := ev.Object.(*batchv1.Job)
-				if !ok {
-					continue
-				}
-				rv = j.ResourceVersion
-				if ev.Type != watch.Added {
-					continue
-				}
-				c.mu.Lock()
-				if c.uids[j.Name] == nil {
-					c.uids[j.Name] = map[types.UID]bool{}
-				}
-				c.uids[j.Name][j.UID] = true
-				c.mu.Unlock()
-			}
-			w.Stop()
+	watchNamespace(ctx, t, ns, func() client.ObjectList { return &batchv1.JobList{} }, func(typ watch.EventType, o client.Object) {
+		if typ != watch.Added {
+			return
 		}
-	}()
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.uids[o.GetName()] == nil {
+			c.uids[o.GetName()] = map[types.UID]bool{}
+		}
+		c.uids[o.GetName()][o.GetUID()] = true
+	})
 	return c
 }
 
