@@ -19,6 +19,7 @@ func main() {
 		configFile   string
 		metricsAddr  string
 		probeAddr    string
+		pprofAddr    string
 		leaderElect  bool
 		leNamespace  string
 		insecureMetr bool
@@ -31,6 +32,7 @@ func main() {
 	flag.StringVar(&configFile, "config", "", "Path to the Configuration file (config.trainer.kubeflow.org/v1alpha1). Flags set on the command line override it.")
 	flag.StringVar(&metricsAddr, "metrics-bind-address", "", "Address the metrics endpoint binds to; \"0\" turns it off. Default :8443.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", "", "Address the health probes bind to. Default :8081.")
+	flag.StringVar(&pprofAddr, "pprof-bind-address", "", "Address the Go runtime's profiles (net/http/pprof) are served on, without authentication; empty serves none.")
 	flag.BoolVar(&leaderElect, "leader-elect", true, "Elect a leader among manager replicas.")
 	flag.StringVar(&leNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease when the configuration sets none (needed outside a cluster).")
 	flag.BoolVar(&insecureMetr, "metrics-insecure", false, "Serve metrics over plain HTTP without authentication (local development only).")
@@ -56,6 +58,8 @@ func main() {
 			cfg.Metrics.BindAddress = metricsAddr
 		case "health-probe-bind-address":
 			cfg.Health.HealthProbeBindAddress = probeAddr
+		case "pprof-bind-address":
+			cfg.PprofBindAddress = pprofAddr
 		case "leader-elect":
 			cfg.LeaderElection.LeaderElect = ptr.To(leaderElect)
 		case "metrics-insecure":

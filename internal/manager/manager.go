@@ -95,6 +95,7 @@ func New(restConfig *rest.Config, cfg *configv1alpha1.Configuration, opts Option
 		Scheme:                        Scheme,
 		Metrics:                       metricsOpts,
 		HealthProbeBindAddress:        cfg.Health.HealthProbeBindAddress,
+		PprofBindAddress:              cfg.PprofBindAddress,
 		LeaderElection:                *le.LeaderElect,
 		LeaderElectionID:              le.ResourceName,
 		LeaderElectionNamespace:       leNamespace,

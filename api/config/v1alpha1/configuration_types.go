@@ -27,6 +27,13 @@ type Configuration struct {
 	// +optional
 	Health *Health `json:"health,omitempty"`
 
+	// pprofBindAddress is where the Go runtime's profiles (net/http/pprof)
+	// are served, over plain HTTP and without authentication: bind it to
+	// localhost, or reach it through kubectl port-forward. Empty, the
+	// default, serves none.
+	// +optional
+	PprofBindAddress string `json:"pprofBindAddress,omitempty"`
+
 	// clientConnection configures the manager's client of the API server.
 	// +optional
 	ClientConnection *ClientConnection `json:"clientConnection,omitempty"`
