@@ -170,14 +170,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			finished = r.decideFinished(next, expired, now)
 		}
 	}
-	if finished {
-		// Stop the children still running; retried until none is.
-		errs = append(errs, r.stopChildren(ctx, children))
-	}
 	updateJobsStatus(&next.Status, children)
 
-	// Write the status once; the finalizers of recorded children are removed
-	// only after their outcome is stored.
+	// Write the status once. What follows from it happens only once it is
+	// stored: the finalizers of recorded children are removed, and the
+	// children of a finished TrainJob are stopped. A conflict means this
+	// reconcile decided on a stale TrainJob, so it acts on nothing.
 	stored := &tj
 	if !equality.Semantic.DeepEqual(tj.Status, next.Status) {
 		if err := r.client.Status().Update(ctx, next); err != nil {
@@ -194,6 +192,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		countFinished(&tj, next)
 	}
 	storedFinished, _ := IsFinished(stored)
+	if storedFinished {
+		// Stop the children still running; retried on every reconcile
+		// until none is.
+		errs = append(errs, r.stopChildren(ctx, children))
+	}
 	errs = append(errs, r.releaseRecorded(ctx, &stored.Status, children, storedFinished))
 
 	// Requeue exactly at the active deadline.

@@ -309,7 +309,7 @@ func TestReconcile(t *testing.T) {
 						"Job tj-worker-0 failed: BackoffLimitExceeded: Job has reached the specified backoff limit", now),
 					createdCond(2, earlier),
 				},
-				JobsStatus: []trainer.JobStatus{{Name: "worker", Replicas: 2, Failed: 1, FailedReplicas: []int32{0}, Active: 1, Ready: 1, Suspended: 1}},
+				JobsStatus: []trainer.JobStatus{{Name: "worker", Replicas: 2, Failed: 1, FailedReplicas: []int32{0}, Active: 1, Ready: 1}},
 				StartTime:  ptr.To(metav1.NewTime(earlier)),
 			},
 			wantJobs: []jobState{{Name: "tj-worker-0"}, {Name: "tj-worker-1", Suspend: true}},
@@ -329,7 +329,7 @@ func TestReconcile(t *testing.T) {
 						"Job tj-worker-0 was deleted before it finished; it is not run again", now),
 					createdCond(2, earlier),
 				},
-				JobsStatus: []trainer.JobStatus{{Name: "worker", Replicas: 2, Failed: 1, FailedReplicas: []int32{0}, Active: 1, Ready: 1, Suspended: 1}},
+				JobsStatus: []trainer.JobStatus{{Name: "worker", Replicas: 2, Failed: 1, FailedReplicas: []int32{0}, Active: 1, Ready: 1}},
 				StartTime:  ptr.To(metav1.NewTime(earlier)),
 			},
 			// tj-worker-0 is gone once its finalizer is removed.
@@ -371,7 +371,7 @@ func TestReconcile(t *testing.T) {
 						"Job tj-worker-0 disappeared before its outcome was recorded (its trainer.kubeflow.org/job-tracking finalizer was removed by someone else); it is not run again", now),
 					createdCond(2, earlier),
 				},
-				JobsStatus: []trainer.JobStatus{{Name: "worker", Replicas: 2, Failed: 1, FailedReplicas: []int32{0}, Active: 1, Ready: 1, Suspended: 1}},
+				JobsStatus: []trainer.JobStatus{{Name: "worker", Replicas: 2, Failed: 1, FailedReplicas: []int32{0}, Active: 1, Ready: 1}},
 				StartTime:  ptr.To(metav1.NewTime(earlier)),
 			},
 			wantJobs:   []jobState{{Name: "tj-worker-1", Suspend: true}},
@@ -454,6 +454,45 @@ func TestFinalizerKeptWhenStatusWriteFails(t *testing.T) {
 	}
 	if ev := f.events(); len(ev) != 0 {
 		t.Errorf("events %v emitted although the status write failed", ev)
+	}
+}
+
+// The children of a failed TrainJob are stopped once Failed is stored, not
+// before: a status write that fails leaves them running, and the retry stops
+// them.
+func TestChildrenStoppedAfterFailedIsStored(t *testing.T) {
+	runtime := utiltesting.MakeRuntimeSpec().ReplicatedJobs(utiltesting.MakeReplicatedJob("worker").Replicas(2).Obj())
+	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").RuntimeRef(trainer.ClusterTrainingRuntimeKind, "torch-distributed").
+		StartTime(earlier).Condition(createdCond(2, earlier)).JobsStatus(trainer.JobStatus{Name: "worker", Replicas: 2}).Obj()
+	failed := utiltesting.WrapJob(childJob(t, tj, runtime, 0)).Failed("BackoffLimitExceeded", now).Obj()
+	running := utiltesting.WrapJob(childJob(t, tj, runtime, 1)).Active(1).Obj()
+	writeErr := errors.New("etcd is unhappy")
+	failWrites := true
+	f := newFixture(t, &interceptor.Funcs{
+		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			if failWrites {
+				return writeErr
+			}
+			return c.SubResource(sub).Update(ctx, obj, opts...)
+		},
+	}, tj, failed, running, runtime.ClusterRuntime("torch-distributed"))
+
+	if err := f.reconcile(t, "tj"); !errors.Is(err, writeErr) {
+		t.Fatalf("Reconcile error = %v, want %v", err, writeErr)
+	}
+	if diff := cmp.Diff([]jobState{{Name: "tj-worker-0", Finalizers: tracked}, {Name: "tj-worker-1", Finalizers: tracked}}, jobStates(f.jobs(t))); diff != "" {
+		t.Errorf("Jobs after the failed write (-want +got):\n%s", diff)
+	}
+
+	failWrites = false
+	if err := f.reconcile(t, "tj"); err != nil {
+		t.Fatalf("Reconcile: %v", err)
+	}
+	if got := f.trainJob(t, "tj"); !meta.IsStatusConditionTrue(got.Status.Conditions, trainer.TrainJobFailed) {
+		t.Errorf("TrainJob not Failed: %v", got.Status.Conditions)
+	}
+	if diff := cmp.Diff([]jobState{{Name: "tj-worker-0"}, {Name: "tj-worker-1", Suspend: true}}, jobStates(f.jobs(t))); diff != "" {
+		t.Errorf("Jobs after the retry (-want +got):\n%s", diff)
 	}
 }
 
