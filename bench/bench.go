@@ -336,6 +336,39 @@ func (b *bench) watchAll(ctx context.Context, ns string, newList func() client.O
 	return nil
 }
 
+// counter counts the objects of a namespace that match a condition, kept
+// up to date by a watch: waiting on it costs the API server nothing, where
+// listing thousands of objects every poll would load it more than the
+// controllers being measured.
+type counter struct {
+	mu      sync.Mutex
+	match   map[string]bool
+	matches func(client.Object) bool
+}
+
+// countWhere counts the objects of newList's kind in ns that match, until
+// ctx ends.
+func (b *bench) countWhere(ctx context.Context, ns string, newList func() client.ObjectList, matches func(client.Object) bool) (*counter, error) {
+	c := &counter{match: map[string]bool{}, matches: matches}
+	return c, b.watchAll(ctx, ns, newList, c.observe)
+}
+
+func (c *counter) observe(e event) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e.typ == watch.Deleted || !c.matches(e.obj) {
+		delete(c.match, e.obj.GetName())
+		return
+	}
+	c.match[e.obj.GetName()] = true
+}
+
+func (c *counter) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.match)
+}
+
 func metaItems(l client.ObjectList) ([]client.Object, error) {
 	objs, err := meta.ExtractList(l)
 	if err != nil {

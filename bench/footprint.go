@@ -1,10 +1,17 @@
 package main
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"maps"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -29,6 +36,11 @@ type footprintPoint struct {
 	// CPUSecondsStep is the CPU time spent bringing the TrainJobs added
 	// since the previous point to their end.
 	CPUSecondsStep float64 `json:"cpuSecondsStep"`
+	// StepSeconds is the wall-clock time of the step, and
+	// ClusterCPUSecondsStep the CPU time each process of the cluster spent
+	// in it: on a machine of two cores, what the manager waited for.
+	StepSeconds           float64            `json:"stepSeconds,omitempty"`
+	ClusterCPUSecondsStep map[string]float64 `json:"clusterCPUSecondsStep,omitempty"`
 }
 
 type footprintResult struct {
@@ -45,14 +57,39 @@ func (b *bench) footprint(ctx context.Context) (any, error) {
 		return nil, err
 	}
 	// A fresh manager, so the figures are of these TrainJobs alone.
-	if err := b.restartManager(ctx, b.managerArgs()...); err != nil {
+	args := b.managerArgs()
+	pprofPort := 0
+	if b.c.pprof {
+		var err error
+		if pprofPort, err = freePort(); err != nil {
+			return nil, err
+		}
+		args = append(args, fmt.Sprintf("--pprof-bind-address=127.0.0.1:%d", pprofPort))
+	}
+	if err := b.restartManager(ctx, args...); err != nil {
 		return nil, err
+	}
+	if b.c.pprof {
+		// The next scenario's manager serves no profiles.
+		defer func() {
+			if err := b.restartManager(context.Background(), b.managerArgs()...); err != nil {
+				b.logf("  restarting the manager without profiles: %v", err)
+			}
+		}()
 	}
 	ns, drop, err := b.namespace(ctx, "bench-b4")
 	if err != nil {
 		return nil, err
 	}
 	defer drop()
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	finished, err := b.countWhere(wctx, ns, func() client.ObjectList { return &trainer.TrainJobList{} }, func(o client.Object) bool {
+		return o.(*trainer.TrainJob).FinishedCondition() != nil
+	})
+	if err != nil {
+		return nil, err
+	}
 	res := footprintResult{Note: "finished TrainJobs of 1 node, ttlSecondsAfterFinished 1 day: each keeps its Job, Service and Pod"}
 	p0, err := b.sampleManager(ctx)
 	if err != nil {
@@ -70,35 +107,48 @@ func (b *bench) footprint(ctx context.Context) (any, error) {
 			objs = append(objs, utiltesting.MakeTrainJob(fmt.Sprintf("tj-%05d", i), ns).NumNodes(1).
 				Command("torchrun", "train.py").Annotation(completeAt, "1s").TTL(86400).Obj())
 		}
+		stepStart, cpuBefore := time.Now(), b.clusterCPU()
 		if err := b.createAll(ctx, "TrainJobs", objs); err != nil {
 			return nil, err
 		}
+		var cpuProfile chan error
+		if b.c.pprof {
+			cpuProfile = make(chan error, 1)
+			go func() {
+				cpuProfile <- b.saveProfile(ctx, pprofPort, "profile?seconds=60", fmt.Sprintf("b4-%d-cpu.pprof", size))
+			}()
+		}
 		err := b.waitFor(ctx, fmt.Sprintf("B4 %d TrainJobs", size), 10*time.Minute+time.Duration(size)*100*time.Millisecond, func() (bool, string) {
-			var list trainer.TrainJobList
-			if err := b.cl.List(ctx, &list, client.InNamespace(ns)); err != nil {
-				return false, err.Error()
-			}
-			done := 0
-			for i := range list.Items {
-				if list.Items[i].FinishedCondition() != nil {
-					done++
-				}
-			}
+			done := finished.count()
 			return done >= size, fmt.Sprintf("%d of %d finished", done, size)
 		})
 		if err != nil {
 			return nil, err
 		}
 		have = size
+		stepSeconds, cpuAfter := time.Since(stepStart).Seconds(), b.clusterCPU()
 		time.Sleep(15 * time.Second) // let the manager settle
 		p, err := b.sampleManager(ctx)
 		if err != nil {
 			return nil, err
 		}
+		if b.c.pprof {
+			if err := errors.Join(<-cpuProfile, b.saveProfile(ctx, pprofPort, "heap", fmt.Sprintf("b4-%d-heap.pprof", size))); err != nil {
+				b.logf("  profiles: %v", err)
+			}
+		}
 		p.TrainJobs = size
 		p.CPUSecondsStep = p.CPUSeconds - res.Points[len(res.Points)-1].CPUSeconds
+		p.StepSeconds = stepSeconds
+		p.ClusterCPUSecondsStep = map[string]float64{}
+		for name, after := range cpuAfter {
+			if before, ok := cpuBefore[name]; ok && after >= before {
+				p.ClusterCPUSecondsStep[name] = after - before
+			}
+		}
 		res.Points = append(res.Points, p)
-		b.logf("  %d TrainJobs: RSS %.1f MiB, heap %.1f MiB, CPU %.1fs (%.1fs for this step)", size, p.RSSMiB, p.HeapMiB, p.CPUSeconds, p.CPUSecondsStep)
+		b.logf("  %d TrainJobs: RSS %.1f MiB, heap %.1f MiB, CPU %.1fs (%.1fs for this step); the step took %.0fs, CPU seconds of each process: %s",
+			size, p.RSSMiB, p.HeapMiB, p.CPUSeconds, p.CPUSecondsStep, stepSeconds, cpuShares(p.ClusterCPUSecondsStep))
 	}
 	fmt.Fprintf(b.out, "\nB4 footprint of the manager (finished TrainJobs with their Job, Service and Pod in the cluster)\n")
 	fmt.Fprintf(b.out, "%-12s %-10s %-14s %-12s %s\n", "TrainJobs", "RSS MiB", "heap in use", "CPU s", "CPU s for the step")
@@ -107,6 +157,10 @@ func (b *bench) footprint(ctx context.Context) (any, error) {
 		fmt.Fprintf(b.out, "%-12d %-10.1f %-14.1f %-12.1f %.1f\n", p.TrainJobs, p.RSSMiB, p.HeapMiB, p.CPUSeconds, p.CPUSecondsStep)
 		rss = append(rss, plotter.XY{X: float64(p.TrainJobs), Y: p.RSSMiB})
 		heap = append(heap, plotter.XY{X: float64(p.TrainJobs), Y: p.HeapMiB})
+	}
+	fmt.Fprintf(b.out, "\nCPU seconds of each process during each step (wall clock in brackets)\n")
+	for _, p := range res.Points[1:] {
+		fmt.Fprintf(b.out, "%-12d (%.0fs) %s\n", p.TrainJobs, p.StepSeconds, cpuShares(p.ClusterCPUSecondsStep))
 	}
 	fmt.Fprintln(b.out)
 	err = linePlot(filepath.Join(b.c.out, "b4.png"), "B4 manager footprint with finished TrainJobs cached",
@@ -137,15 +191,9 @@ func (b *bench) sampleManager(ctx context.Context) (footprintPoint, error) {
 			p.RSSMiB = kb / 1024
 		}
 	}
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
+	if p.CPUSeconds, err = cpuSeconds(pid); err != nil {
 		return p, err
 	}
-	// Fields after the command name: state is field 3, utime 14, stime 15.
-	f := strings.Fields(string(stat)[strings.LastIndexByte(string(stat), ')')+2:])
-	utime, _ := strconv.ParseFloat(f[11], 64)
-	stime, _ := strconv.ParseFloat(f[12], 64)
-	p.CPUSeconds = (utime + stime) / clockTicks
 	m, err := scrape(ctx, fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
 	if err != nil {
 		return p, err
@@ -154,5 +202,90 @@ func (b *bench) sampleManager(ctx context.Context) (footprintPoint, error) {
 	return p, nil
 }
 
+// saveProfile fetches /debug/pprof/<what> from the manager into file in
+// the results directory.
+func (b *bench) saveProfile(ctx context.Context, port int, what, file string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/%s", port, what), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("fetching %s: %w", what, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("fetching %s: %s", what, resp.Status)
+	}
+	path := filepath.Join(b.c.out, file)
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		_ = f.Close()
+		return err
+	}
+	b.logf("  saved %s (go tool pprof %s)", path, path)
+	return f.Close()
+}
+
+// cpuSeconds is the CPU time process pid has used, from /proc.
+func cpuSeconds(pid int) (float64, error) {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// Fields after the command name: state is field 3, utime 14, stime 15.
+	f := strings.Fields(string(stat)[strings.LastIndexByte(string(stat), ')')+2:])
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
+	}
+	utime, _ := strconv.ParseFloat(f[11], 64)
+	stime, _ := strconv.ParseFloat(f[12], 64)
+	return (utime + stime) / clockTicks, nil
+}
+
+// clusterCPU is the CPU time each process of the cluster has used, by name;
+// and the bench's own, as "bench". Processes it cannot read are left out.
+func (b *bench) clusterCPU() map[string]float64 {
+	out := map[string]float64{}
+	pids, err := dev.Components(b.o)
+	if err != nil {
+		b.logf("  reading the cluster's processes: %v", err)
+	}
+	if pids == nil {
+		pids = map[string]int{}
+	}
+	pids["bench"] = os.Getpid()
+	for name, pid := range pids {
+		if s, err := cpuSeconds(pid); err == nil {
+			out[name] = s
+		}
+	}
+	return out
+}
+
+// cpuShares prints CPU seconds by process, the largest first.
+func cpuShares(m map[string]float64) string {
+	names := slices.Collect(maps.Keys(m))
+	slices.SortFunc(names, func(a, b string) int { return cmp.Compare(m[b], m[a]) })
+	parts := make([]string, 0, len(names))
+	for _, n := range names {
+		parts = append(parts, fmt.Sprintf("%s %.0f", n, m[n]))
+	}
+	return strings.Join(parts, ", ")
+}
+
 // clockTicks is USER_HZ, the unit of /proc/<pid>/stat times, 100 on Linux.
 const clockTicks = 100
+
+// freePort returns a TCP port of 127.0.0.1 that nothing listens on now.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

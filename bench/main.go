@@ -32,6 +32,7 @@ type config struct {
 	sizes      []int
 	qps        float64
 	burst      int
+	pprof      bool
 }
 
 func main() {
@@ -48,6 +49,7 @@ func main() {
 	flag.StringVar(&rates, "rates", "4,8,16", "B3: creation rates to try, TrainJobs per second, rising.")
 	flag.DurationVar(&c.window, "window", 45*time.Second, "B3: how long each rate must be sustained.")
 	flag.StringVar(&sizes, "sizes", "1000", "B4: TrainJobs held in the manager's cache, rising, comma-separated.")
+	flag.BoolVar(&c.pprof, "pprof", false, "B4: save a 60s CPU profile of the manager from the end of each step's creation, and a heap profile once it settles (b4-<size>-cpu.pprof, b4-<size>-heap.pprof in -out).")
 	flag.Float64Var(&c.qps, "qps", 0, "Client QPS given to both the manager and kube-controller-manager. Default: kube-controller-manager's.")
 	flag.IntVar(&c.burst, "burst", 0, "Client burst given to both. Default: kube-controller-manager's.")
 	flag.Parse()

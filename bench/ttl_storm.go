@@ -321,18 +321,18 @@ func (t *tracker) ttlFigures(side, what string, n int) ttlSide {
 
 // waitPodsRunning waits until n Pods of ns run, for at most timeout.
 func (b *bench) waitPodsRunning(ctx context.Context, ns string, n int, timeout time.Duration) error {
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	running, err := b.countWhere(wctx, ns, func() client.ObjectList { return &corev1.PodList{} }, func(o client.Object) bool {
+		p := o.(*corev1.Pod)
+		return p.Status.Phase == corev1.PodRunning || p.Status.Phase == corev1.PodSucceeded
+	})
+	if err != nil {
+		return err
+	}
 	return b.waitFor(ctx, "Pods running", timeout, func() (bool, string) {
-		var pods corev1.PodList
-		if err := b.cl.List(ctx, &pods, client.InNamespace(ns)); err != nil {
-			return false, err.Error()
-		}
-		running := 0
-		for _, p := range pods.Items {
-			if p.Status.Phase == corev1.PodRunning || p.Status.Phase == corev1.PodSucceeded {
-				running++
-			}
-		}
-		return running >= n, fmt.Sprintf("%d of %d Pods running", running, n)
+		r := running.count()
+		return r >= n, fmt.Sprintf("%d of %d Pods running", r, n)
 	})
 }
 

@@ -431,6 +431,28 @@ func RestartComponent(o Options, name string, edit func(args []string) []string)
 	return c.start(filepath.Join(o.WorkDir, "kwok", "clusters", o.Name, "logs"))
 }
 
+// Components maps the name of each process of o's cluster — etcd,
+// kube-apiserver, kube-controller-manager, kube-scheduler, kwok-controller
+// and the manager — to its process ID.
+func Components(o Options) (map[string]int, error) {
+	o.defaults()
+	out := map[string]int{}
+	for _, pid := range processesUnder(filepath.Join(o.WorkDir, "kwok", "clusters", o.Name)) {
+		c, err := readComponent(pid)
+		if err != nil {
+			continue // ended meanwhile
+		}
+		out[c.name] = pid
+	}
+	if pid, _, err := Manager(o); err == nil {
+		out["manager"] = pid
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no process of cluster %s runs; run 'make dev-up'", o.Name)
+	}
+	return out, nil
+}
+
 func findComponent(o Options, name string) (component, error) {
 	o.defaults()
 	dir := filepath.Join(o.WorkDir, "kwok", "clusters", o.Name)
