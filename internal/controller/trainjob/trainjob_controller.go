@@ -167,7 +167,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// Enforce the active deadline, now that startTime is settled.
 		var expired *failure
 		if expired, deadline = activeDeadline(next, now.Time); expired != nil {
-			finished = r.decideFinished(next, expired, now)
+			r.decideFinished(next, expired, now) // Failed: stored below
 		}
 	}
 	updateJobsStatus(&next.Status, children)
