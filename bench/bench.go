@@ -217,10 +217,15 @@ func (b *bench) dropNamespace(ctx context.Context, name string) error {
 	if err := b.cl.Delete(ctx, ns); err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
-	deadline := time.Now().Add(10 * time.Minute)
+	start := time.Now()
+	deadline, said := start.Add(10*time.Minute), start
 	for time.Now().Before(deadline) {
 		if err := b.cl.Get(ctx, client.ObjectKey{Name: name}, ns); apierrors.IsNotFound(err) {
 			return nil
+		}
+		if time.Since(said) >= 15*time.Second {
+			b.logf("  deleting namespace %s and what it holds: %s so far", name, time.Since(start).Round(time.Second))
+			said = time.Now()
 		}
 		select {
 		case <-ctx.Done():

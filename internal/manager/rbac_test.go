@@ -57,8 +57,9 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 		"trainer.kubeflow.org/trainjobs/finalizers":    {"update"},
 		"trainer.kubeflow.org/trainingruntimes":        {"get", "list", "watch"},
 		"trainer.kubeflow.org/clustertrainingruntimes": {"get", "list", "watch"},
-		"batch/jobs":                                {"get", "list", "watch", "create", "patch"},
-		"/services":                                 {"get", "list", "watch", "create"},
+		"batch/jobs": {"get", "list", "watch", "create", "patch"},
+		// delete: a finished TrainJob's headless Service.
+		"/services":                                 {"get", "list", "watch", "create", "delete"},
 		"events.k8s.io/events":                      {"create", "patch", "update"},
 		"coordination.k8s.io/leases":                {"get", "list", "watch", "create", "update", "patch"},
 		"authentication.k8s.io/tokenreviews":        {"create"},

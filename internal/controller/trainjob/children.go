@@ -206,6 +206,30 @@ func (r *Reconciler) ensureService(ctx context.Context, tj *trainer.TrainJob) er
 	return nil
 }
 
+// deleteService deletes the TrainJob's headless Service once it finished.
+// Kept, a finished TrainJob's Service would cost the cluster for as long as
+// the TrainJob stays: kube-controller-manager's endpoint controllers match
+// every Pod change in the namespace against every Service there.
+func (r *Reconciler) deleteService(ctx context.Context, tj *trainer.TrainJob) error {
+	key := client.ObjectKeyFromObject(runtime.Service(tj))
+	var svc corev1.Service
+	err := r.client.Get(ctx, key, &svc)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading Service %s: %w", key, err)
+	}
+	if !metav1.IsControlledBy(&svc, tj) || svc.DeletionTimestamp != nil {
+		return nil
+	}
+	err = r.client.Delete(ctx, &svc, client.Preconditions{UID: &svc.UID})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting Service %s: %w", klog.KObj(&svc), err)
+	}
+	return nil
+}
+
 // plan resolves the TrainJob's runtime and builds its children. When that is
 // not possible it returns the Created=False condition that says why, and an
 // error only for failures worth retrying.

@@ -108,7 +108,7 @@ func NewReconciler(c client.Client, apiReader client.Reader, recorder events.Eve
 // +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainjobs/finalizers,verbs=update
 // +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainingruntimes;clustertrainingruntimes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;patch
-// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch;update
 
 // Reconcile brings one TrainJob's children and status in line with its spec.
@@ -193,9 +193,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	storedFinished, _ := IsFinished(stored)
 	if storedFinished {
-		// Stop the children still running; retried on every reconcile
-		// until none is.
-		errs = append(errs, r.stopChildren(ctx, children))
+		// Stop the children still running, and delete the Service: no
+		// Pod of the TrainJob needs its DNS name any more. Retried on
+		// every reconcile until done.
+		errs = append(errs, r.stopChildren(ctx, children), r.deleteService(ctx, stored))
 	}
 	errs = append(errs, r.releaseRecorded(ctx, &stored.Status, children, storedFinished))
 

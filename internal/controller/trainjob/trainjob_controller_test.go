@@ -562,6 +562,38 @@ func TestDeletedTrainJobReleasesChildren(t *testing.T) {
 	})
 }
 
+// A TrainJob that finishes deletes its headless Service, and only its own.
+func TestServiceDeletedOnceFinished(t *testing.T) {
+	spec := utiltesting.MakeRuntimeSpec()
+	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").StartTime(earlier).
+		Condition(createdCond(1, earlier)).JobsStatus(nodeStep).Obj()
+	job := utiltesting.WrapJob(childJob(t, tj, spec, 0)).Succeeded(now).Obj()
+	foreign := trainruntime.Service(tj)
+	foreign.OwnerReferences = nil
+	for name, tc := range map[string]struct {
+		svc      *corev1.Service
+		wantGone bool
+	}{
+		"the TrainJob's Service": {svc: trainruntime.Service(tj), wantGone: true},
+		"a Service of the same name that is not the TrainJob's": {svc: foreign},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, nil, tj.DeepCopy(), job.DeepCopy(), tc.svc.DeepCopy())
+			// The first reconcile stores Complete; the Service goes then.
+			if err := f.reconcile(t, "tj"); err != nil {
+				t.Fatalf("Reconcile: %v", err)
+			}
+			if got := f.trainJob(t, "tj"); !meta.IsStatusConditionTrue(got.Status.Conditions, trainer.TrainJobComplete) {
+				t.Fatalf("TrainJob not Complete: %v", got.Status.Conditions)
+			}
+			err := f.client.Get(context.Background(), client.ObjectKey{Namespace: testNS, Name: "tj"}, &corev1.Service{})
+			if gone := apierrors.IsNotFound(err); gone != tc.wantGone {
+				t.Errorf("Service gone = %v (Get: %v), want %v", gone, err, tc.wantGone)
+			}
+		})
+	}
+}
+
 // Creating the Jobs twice (a stale cache) is harmless.
 func TestCreateIsIdempotent(t *testing.T) {
 	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").Obj()
