@@ -574,7 +574,7 @@ func TestServiceDeletedOnceFinished(t *testing.T) {
 		svc      *corev1.Service
 		wantGone bool
 	}{
-		"the TrainJob's Service": {svc: trainruntime.Service(tj), wantGone: true},
+		"the TrainJob's Service":                                {svc: trainruntime.Service(tj), wantGone: true},
 		"a Service of the same name that is not the TrainJob's": {svc: foreign},
 	} {
 		t.Run(name, func(t *testing.T) {
