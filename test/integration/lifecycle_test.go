@@ -77,10 +77,11 @@ func TestTTLDeletesTheTrainJobAndItsChildren(t *testing.T) {
 	waitJob(t, ns, "tj-node-0")
 	setJobStatus(t, ns, "tj-node-0", func(w *utiltesting.JobWrapper) { w.Succeeded(time.Now()) })
 	tj := waitCondition(t, ns, "tj", trainer.TrainJobComplete, metav1.ConditionTrue, trainer.TrainJobJobsCompletedReason)
+	// The headless Service goes as soon as the TrainJob finished.
+	waitGone(t, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tj"}})
 
 	waitDeletedNotBefore(t, ns, "tj", finishTime(t, tj).Add(2*time.Second))
 	// Foreground deletion: the children went first.
-	waitGone(t, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tj"}})
 	job, err := getJob(ns, "tj-node-0")
 	if !apierrors.IsNotFound(err) {
 		t.Errorf("child Job left behind: %v (err %v)", job.ObjectMeta, err)
