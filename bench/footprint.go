@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"gonum.org/v1/plot/plotter"
@@ -77,20 +78,41 @@ func (b *bench) footprint(ctx context.Context) (any, error) {
 			}
 		}()
 	}
-	ns, drop, err := b.namespace(ctx, "bench-b4")
-	if err != nil {
-		return nil, err
-	}
-	defer drop()
+	// Namespaces of 1,000 TrainJobs each, as KEP-2899 sizes them (1,000+ in
+	// a namespace, more in the cluster): with every TrainJob in one
+	// namespace, reaching 10k is bound by kube-controller-manager's
+	// endpoint controllers, which match each Pod change in a namespace
+	// against every Service there (see docs/performance.md).
 	wctx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
-	finished, err := b.countWhere(wctx, ns, func() client.ObjectList { return &trainer.TrainJobList{} }, func(o client.Object) bool {
-		return o.(*trainer.TrainJob).FinishedCondition() != nil
-	})
-	if err != nil {
-		return nil, err
+	var namespaces []string
+	var finished []*counter
+	var drops []func()
+	defer func() { // all at once: each waits until its namespace is gone
+		var wg sync.WaitGroup
+		for _, drop := range drops {
+			wg.Go(drop)
+		}
+		wg.Wait()
+	}()
+	namespaceOf := func(i int) (string, error) {
+		for len(namespaces) <= i/b4PerNamespace {
+			ns, drop, err := b.namespace(ctx, "bench-b4")
+			if err != nil {
+				return "", err
+			}
+			drops = append(drops, drop)
+			c, err := b.countWhere(wctx, ns, func() client.ObjectList { return &trainer.TrainJobList{} }, func(o client.Object) bool {
+				return o.(*trainer.TrainJob).FinishedCondition() != nil
+			})
+			if err != nil {
+				return "", err
+			}
+			namespaces, finished = append(namespaces, ns), append(finished, c)
+		}
+		return namespaces[i/b4PerNamespace], nil
 	}
-	res := footprintResult{Note: "finished TrainJobs of 1 node, ttlSecondsAfterFinished 1 day: each keeps its Job, Service and Pod"}
+	res := footprintResult{Note: fmt.Sprintf("finished TrainJobs of 1 node, ttlSecondsAfterFinished 1 day, %d to a namespace: each keeps its Job and Pod", b4PerNamespace)}
 	p0, err := b.sampleManager(ctx)
 	if err != nil {
 		return nil, err
@@ -104,6 +126,10 @@ func (b *bench) footprint(ctx context.Context) (any, error) {
 		}
 		objs := make([]client.Object, 0, size-have)
 		for i := have; i < size; i++ {
+			ns, err := namespaceOf(i)
+			if err != nil {
+				return nil, err
+			}
 			objs = append(objs, utiltesting.MakeTrainJob(fmt.Sprintf("tj-%05d", i), ns).NumNodes(1).
 				Command("torchrun", "train.py").Annotation(completeAt, "1s").TTL(86400).Obj())
 		}
@@ -119,7 +145,10 @@ func (b *bench) footprint(ctx context.Context) (any, error) {
 			}()
 		}
 		err := b.waitFor(ctx, fmt.Sprintf("B4 %d TrainJobs", size), 10*time.Minute+time.Duration(size)*100*time.Millisecond, func() (bool, string) {
-			done := finished.count()
+			done := 0
+			for _, c := range finished {
+				done += c.count()
+			}
 			return done >= size, fmt.Sprintf("%d of %d finished", done, size)
 		})
 		if err != nil {
@@ -167,6 +196,9 @@ func (b *bench) footprint(ctx context.Context) (any, error) {
 		"TrainJobs (each with its Job, Service and Pod)", "MiB", []series{{"RSS", rss}, {"Go heap in use", heap}})
 	return res, err
 }
+
+// b4PerNamespace is how many of B4's TrainJobs share a namespace.
+const b4PerNamespace = 1000
 
 // managerArgs are the manager flags of the run.
 func (b *bench) managerArgs() []string {
