@@ -50,7 +50,7 @@ type footprintResult struct {
 }
 
 // footprint is B4: the manager's memory and CPU with 1k, 5k and 10k
-// finished TrainJobs (and their Jobs and Services) in its caches.
+// finished TrainJobs (and their Jobs) in its caches.
 func (b *bench) footprint(ctx context.Context) (any, error) {
 	sizes := b.c.sizes
 	b.logf("B4 footprint: the manager's RSS and CPU with %v finished TrainJobs in its cache", sizes)
@@ -179,7 +179,7 @@ func (b *bench) footprint(ctx context.Context) (any, error) {
 		b.logf("  %d TrainJobs: RSS %.1f MiB, heap %.1f MiB, CPU %.1fs (%.1fs for this step); the step took %.0fs, CPU seconds of each process: %s",
 			size, p.RSSMiB, p.HeapMiB, p.CPUSeconds, p.CPUSecondsStep, stepSeconds, cpuShares(p.ClusterCPUSecondsStep))
 	}
-	fmt.Fprintf(b.out, "\nB4 footprint of the manager (finished TrainJobs with their Job, Service and Pod in the cluster)\n")
+	fmt.Fprintf(b.out, "\nB4 footprint of the manager (finished TrainJobs with their Job and Pod in the cluster)\n")
 	fmt.Fprintf(b.out, "%-12s %-10s %-14s %-12s %s\n", "TrainJobs", "RSS MiB", "heap in use", "CPU s", "CPU s for the step")
 	var rss, heap plotter.XYs
 	for _, p := range res.Points {
@@ -193,7 +193,7 @@ func (b *bench) footprint(ctx context.Context) (any, error) {
 	}
 	fmt.Fprintln(b.out)
 	err = linePlot(filepath.Join(b.c.out, "b4.png"), "B4 manager footprint with finished TrainJobs cached",
-		"TrainJobs (each with its Job, Service and Pod)", "MiB", []series{{"RSS", rss}, {"Go heap in use", heap}})
+		"TrainJobs (each with its Job and Pod)", "MiB", []series{{"RSS", rss}, {"Go heap in use", heap}})
 	return res, err
 }
 
