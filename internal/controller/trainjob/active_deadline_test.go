@@ -106,6 +106,10 @@ func TestActiveDeadline(t *testing.T) {
 			if res.RequeueAfter != tc.wantRequeue {
 				t.Errorf("RequeueAfter = %v, want %v", res.RequeueAfter, tc.wantRequeue)
 			}
+			// Back at the deadline ahead of any backlog of events.
+			if wantHigh := tc.wantRequeue > 0; (ptr.Deref(res.Priority, 0) > 0) != wantHigh {
+				t.Errorf("Priority = %v, want one above the events' (0) only with a deadline to requeue at", ptr.Deref(res.Priority, 0))
+			}
 			got := f.trainJob(t, "tj")
 			failed := meta.FindStatusCondition(got.Status.Conditions, trainer.TrainJobFailed)
 			switch {

