@@ -194,7 +194,7 @@ func (b *bench) namespace(ctx context.Context, prefix string) (string, func(), e
 		return "", nil, err
 	}
 	drop := func() {
-		if err := b.dropNamespace(context.Background(), ns.Name); err != nil {
+		if err := b.dropNamespaces(context.Background(), ns.Name); err != nil {
 			b.logf("  %v", err)
 		}
 	}
@@ -210,21 +210,30 @@ func (b *bench) comparison() func(name string, ours, kcm float64) {
 	}
 }
 
-// dropNamespace deletes a namespace and waits until it is gone, so the next
-// scenario starts on a quiet cluster.
-func (b *bench) dropNamespace(ctx context.Context, name string) error {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	if err := b.cl.Delete(ctx, ns); err != nil && !apierrors.IsNotFound(err) {
-		return err
+// dropNamespaces deletes namespaces and waits until they are gone, so the
+// next scenario starts on a quiet cluster.
+func (b *bench) dropNamespaces(ctx context.Context, names ...string) error {
+	for _, name := range names {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		if err := b.cl.Delete(ctx, ns); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
 	}
 	start := time.Now()
 	deadline, said := start.Add(10*time.Minute), start
+	left := names
 	for time.Now().Before(deadline) {
-		if err := b.cl.Get(ctx, client.ObjectKey{Name: name}, ns); apierrors.IsNotFound(err) {
+		var still []string
+		for _, name := range left {
+			if err := b.cl.Get(ctx, client.ObjectKey{Name: name}, &corev1.Namespace{}); !apierrors.IsNotFound(err) {
+				still = append(still, name)
+			}
+		}
+		if left = still; len(left) == 0 {
 			return nil
 		}
 		if time.Since(said) >= 15*time.Second {
-			b.logf("  deleting namespace %s and what it holds: %s so far", name, time.Since(start).Round(time.Second))
+			b.logf("  deleting %d namespace(s) and what they hold, %s first: %s so far", len(left), left[0], time.Since(start).Round(time.Second))
 			said = time.Now()
 		}
 		select {
@@ -233,7 +242,7 @@ func (b *bench) dropNamespace(ctx context.Context, name string) error {
 		case <-time.After(time.Second):
 		}
 	}
-	return fmt.Errorf("namespace %s still exists after 10 minutes", name)
+	return fmt.Errorf("namespaces %v still exist after 10 minutes", left)
 }
 
 // createAll creates objects with a few workers, reporting progress.

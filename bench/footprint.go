@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"gonum.org/v1/plot/plotter"
@@ -87,28 +86,25 @@ func (b *bench) footprint(ctx context.Context) (any, error) {
 	defer stopWatch()
 	var namespaces []string
 	var finished []*counter
-	var drops []func()
-	defer func() { // all at once: each waits until its namespace is gone
-		var wg sync.WaitGroup
-		for _, drop := range drops {
-			wg.Go(drop)
+	defer func() {
+		if err := b.dropNamespaces(context.Background(), namespaces...); err != nil {
+			b.logf("  %v", err)
 		}
-		wg.Wait()
 	}()
 	namespaceOf := func(i int) (string, error) {
 		for len(namespaces) <= i/b4PerNamespace {
-			ns, drop, err := b.namespace(ctx, "bench-b4")
+			ns, _, err := b.namespace(ctx, "bench-b4") // all dropped at once, above
 			if err != nil {
 				return "", err
 			}
-			drops = append(drops, drop)
+			namespaces = append(namespaces, ns)
 			c, err := b.countWhere(wctx, ns, func() client.ObjectList { return &trainer.TrainJobList{} }, func(o client.Object) bool {
 				return o.(*trainer.TrainJob).FinishedCondition() != nil
 			})
 			if err != nil {
 				return "", err
 			}
-			namespaces, finished = append(namespaces, ns), append(finished, c)
+			finished = append(finished, c)
 		}
 		return namespaces[i/b4PerNamespace], nil
 	}
