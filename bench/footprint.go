@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -61,7 +60,7 @@ func (b *bench) footprint(ctx context.Context) (any, error) {
 	pprofPort := 0
 	if b.c.pprof {
 		var err error
-		if pprofPort, err = freePort(); err != nil {
+		if pprofPort, err = dev.FreePort(); err != nil {
 			return nil, err
 		}
 		args = append(args, fmt.Sprintf("--pprof-bind-address=127.0.0.1:%d", pprofPort))
@@ -307,13 +306,3 @@ func cpuShares(m map[string]float64) string {
 
 // clockTicks is USER_HZ, the unit of /proc/<pid>/stat times, 100 on Linux.
 const clockTicks = 100
-
-// freePort returns a TCP port of 127.0.0.1 that nothing listens on now.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}

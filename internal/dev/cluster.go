@@ -433,8 +433,8 @@ func netListen(port int) (net.Listener, error) {
 	return net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 }
 
-// freePort asks the kernel for a free port on the loopback interface.
-func freePort() (int, error) {
+// FreePort asks the kernel for a free port on the loopback interface.
+func FreePort() (int, error) {
 	l, err := netListen(0)
 	if err != nil {
 		return 0, err

@@ -130,7 +130,7 @@ func choosePorts(st *state) error {
 		if *port != 0 && portFree(*port) {
 			continue
 		}
-		p, err := freePort()
+		p, err := FreePort()
 		if err != nil {
 			return err
 		}

@@ -48,14 +48,14 @@ func StartReplicas(ctx context.Context, o Options, n int) ([]*Replica, error) {
 	for i := range n {
 		r := &Replica{Name: fmt.Sprintf("replica-%d", i), o: o, webhookPort: st.WebhookPort}
 		if i > 0 {
-			if r.webhookPort, err = freePort(); err != nil {
+			if r.webhookPort, err = FreePort(); err != nil {
 				return rs, err
 			}
 		}
-		if r.MetricsPort, err = freePort(); err != nil {
+		if r.MetricsPort, err = FreePort(); err != nil {
 			return rs, err
 		}
-		if r.HealthPort, err = freePort(); err != nil {
+		if r.HealthPort, err = FreePort(); err != nil {
 			return rs, err
 		}
 		if err := r.Start(ctx); err != nil {
