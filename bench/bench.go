@@ -20,6 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -189,16 +191,39 @@ func (b *bench) ensureNodes(ctx context.Context, pods int) error {
 // namespace creates a namespace for one side of a scenario, and returns the
 // function that drops it (and waits until it is gone) when the side is done.
 func (b *bench) namespace(ctx context.Context, prefix string) (string, func(), error) {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
-	if err := b.cl.Create(ctx, ns); err != nil {
+	names, drop, err := b.namespaces(ctx, prefix, 1)
+	if err != nil {
 		return "", nil, err
 	}
+	return names[0], drop, nil
+}
+
+// perNamespace is how many objects of a side share a namespace when a
+// scenario runs more: KEP-2899 sizes TTL at 1,000+ TrainJobs in a
+// namespace and more in the cluster. With every object in one namespace,
+// large runs are bound by kube-controller-manager's endpoint controllers,
+// which match each Pod change in a namespace against every Service there
+// (see docs/performance.md).
+const perNamespace = 1000
+
+// namespaces creates count namespaces for one side of a scenario, and
+// returns the function that drops them together.
+func (b *bench) namespaces(ctx context.Context, prefix string, count int) ([]string, func(), error) {
+	var names []string
 	drop := func() {
-		if err := b.dropNamespaces(context.Background(), ns.Name); err != nil {
+		if err := b.dropNamespaces(context.Background(), names...); err != nil {
 			b.logf("  %v", err)
 		}
 	}
-	return ns.Name, drop, nil
+	for range count {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
+		if err := b.cl.Create(ctx, ns); err != nil {
+			drop()
+			return nil, nil, err
+		}
+		names = append(names, ns.Name)
+	}
+	return names, drop, nil
 }
 
 // comparison prints the header of a table of ours against kcm and returns
@@ -350,37 +375,52 @@ func (b *bench) watchAll(ctx context.Context, ns string, newList func() client.O
 	return nil
 }
 
-// counter counts the objects of a namespace that match a condition, kept
-// up to date by a watch: waiting on it costs the API server nothing, where
-// listing thousands of objects every poll would load it more than the
-// controllers being measured.
+// watchIn is watchAll over several namespaces: one watch of the cluster,
+// filtered, rather than a watch for each.
+func (b *bench) watchIn(ctx context.Context, namespaces []string, newList func() client.ObjectList, fn func(event)) error {
+	if len(namespaces) == 1 {
+		return b.watchAll(ctx, namespaces[0], newList, fn)
+	}
+	in := sets.New(namespaces...)
+	return b.watchAll(ctx, metav1.NamespaceAll, newList, func(e event) {
+		if in.Has(e.obj.GetNamespace()) {
+			fn(e)
+		}
+	})
+}
+
+// counter counts the objects of some namespaces that match a condition,
+// kept up to date by a watch: waiting on it costs the API server nothing,
+// where listing thousands of objects every poll would load it more than
+// the controllers being measured.
 type counter struct {
 	mu      sync.Mutex
-	match   map[string]bool
+	match   sets.Set[types.NamespacedName]
 	matches func(client.Object) bool
 }
 
-// countWhere counts the objects of newList's kind in ns that match, until
-// ctx ends.
-func (b *bench) countWhere(ctx context.Context, ns string, newList func() client.ObjectList, matches func(client.Object) bool) (*counter, error) {
-	c := &counter{match: map[string]bool{}, matches: matches}
-	return c, b.watchAll(ctx, ns, newList, c.observe)
+// countWhere counts the objects of newList's kind in namespaces that
+// match, until ctx ends.
+func (b *bench) countWhere(ctx context.Context, namespaces []string, newList func() client.ObjectList, matches func(client.Object) bool) (*counter, error) {
+	c := &counter{match: sets.New[types.NamespacedName](), matches: matches}
+	return c, b.watchIn(ctx, namespaces, newList, c.observe)
 }
 
 func (c *counter) observe(e event) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	key := client.ObjectKeyFromObject(e.obj)
 	if e.typ == watch.Deleted || !c.matches(e.obj) {
-		delete(c.match, e.obj.GetName())
+		c.match.Delete(key)
 		return
 	}
-	c.match[e.obj.GetName()] = true
+	c.match.Insert(key)
 }
 
 func (c *counter) count() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.match)
+	return c.match.Len()
 }
 
 func metaItems(l client.ObjectList) ([]client.Object, error) {

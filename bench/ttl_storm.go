@@ -10,6 +10,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -93,21 +94,22 @@ type tracked struct {
 
 type tracker struct {
 	mu     sync.Mutex
-	objs   map[string]*tracked
+	objs   map[types.NamespacedName]*tracked
 	finish func(client.Object) (time.Time, time.Duration, bool)
 }
 
 func newTracker(finish func(client.Object) (time.Time, time.Duration, bool)) *tracker {
-	return &tracker{objs: map[string]*tracked{}, finish: finish}
+	return &tracker{objs: map[types.NamespacedName]*tracked{}, finish: finish}
 }
 
 func (t *tracker) observe(ev event) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	o := t.objs[ev.obj.GetName()]
+	key := client.ObjectKeyFromObject(ev.obj)
+	o := t.objs[key]
 	if o == nil {
 		o = &tracked{}
-		t.objs[ev.obj.GetName()] = o
+		t.objs[key] = o
 	}
 	if f, ttl, ok := t.finish(ev.obj); ok && o.finish.IsZero() {
 		o.finish, o.ttl = f, ttl
@@ -208,9 +210,10 @@ func (b *bench) printTTL(r ttlResult) {
 	fmt.Fprintln(b.out)
 }
 
-// ttlSide runs one side of B1 in a namespace of its own.
+// ttlSide runs one side of B1 in namespaces of its own, perNamespace
+// objects to each.
 func (b *bench) ttlSide(ctx context.Context, side string, n int, ttl int32) (ttlSide, error) {
-	ns, drop, err := b.namespace(ctx, "bench-b1")
+	namespaces, drop, err := b.namespaces(ctx, "bench-b1", (n+perNamespace-1)/perNamespace)
 	if err != nil {
 		return ttlSide{}, err
 	}
@@ -218,8 +221,14 @@ func (b *bench) ttlSide(ctx context.Context, side string, n int, ttl int32) (ttl
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
 
-	// Far enough ahead for every Pod to be running by then.
-	finishAt := time.Now().Add(30*time.Second + time.Duration(n)*40*time.Millisecond).Truncate(time.Second)
+	// Far enough ahead for every Pod to be running by then. On this
+	// machine's two cores the API server is the bound: a TrainJob takes
+	// about 43 writes of the cluster to run, a batch Job about 15 (B3).
+	perObject := 60 * time.Millisecond
+	if side == ours {
+		perObject = 110 * time.Millisecond
+	}
+	finishAt := time.Now().Add(30*time.Second + time.Duration(n)*perObject).Truncate(time.Second)
 	objs := make([]client.Object, n)
 	var tr *tracker
 	var list func() client.ObjectList
@@ -228,33 +237,33 @@ func (b *bench) ttlSide(ctx context.Context, side string, n int, ttl int32) (ttl
 	case ours:
 		tr, list = newTracker(trainJobFinish), func() client.ObjectList { return &trainer.TrainJobList{} }
 		for i := range objs {
-			objs[i] = utiltesting.MakeTrainJob(fmt.Sprintf("tj-%05d", i), ns).NumNodes(1).Command("torchrun", "train.py").
+			objs[i] = utiltesting.MakeTrainJob(fmt.Sprintf("tj-%05d", i), namespaces[i/perNamespace]).NumNodes(1).Command("torchrun", "train.py").
 				Annotation(completeAt, finishAt.Format(time.RFC3339)).TTL(ttl).Obj()
 		}
 	default:
 		what = "batch Jobs"
 		tr, list = newTracker(jobFinish), func() client.ObjectList { return &batchv1.JobList{} }
 		for i := range objs {
-			objs[i] = batchJob(fmt.Sprintf("job-%05d", i), ns, finishAt.Format(time.RFC3339), func(j *batchv1.Job) {
+			objs[i] = batchJob(fmt.Sprintf("job-%05d", i), namespaces[i/perNamespace], finishAt.Format(time.RFC3339), func(j *batchv1.Job) {
 				j.Spec.TTLSecondsAfterFinished = ptr.To(ttl)
 			})
 		}
 	}
-	if err := b.watchAll(wctx, ns, list, tr.observe); err != nil {
+	if err := b.watchIn(wctx, namespaces, list, tr.observe); err != nil {
 		return ttlSide{}, err
 	}
 	adds0, wait0, work0, err := b.gcQueue(ctx)
 	if err != nil {
 		return ttlSide{}, err
 	}
-	b.logf("B1 %s: %d %s, Pods succeed at %s", side, n, what, finishAt.Format("15:04:05"))
+	b.logf("B1 %s: %d %s in %d namespace(s), Pods succeed at %s", side, n, what, len(namespaces), finishAt.Format("15:04:05"))
 	if err := b.createAll(ctx, what, objs); err != nil {
 		return ttlSide{}, err
 	}
-	if err := b.waitPodsRunning(ctx, ns, n, time.Until(finishAt)); err != nil {
+	if err := b.waitPodsRunning(ctx, namespaces, n, time.Until(finishAt)); err != nil {
 		b.logf("  %v: finishes will spread", err)
 	}
-	timeout := time.Until(finishAt) + time.Duration(ttl)*time.Second + 5*time.Minute + time.Duration(n)*30*time.Millisecond
+	timeout := time.Until(finishAt) + time.Duration(ttl)*time.Second + 5*time.Minute + time.Duration(n)*60*time.Millisecond
 	err = b.waitFor(ctx, "B1 "+side, timeout, func() (bool, string) {
 		seen, finished, gone := tr.counts()
 		return gone == n, fmt.Sprintf("%d seen, %d finished, %d deleted", seen, finished, gone)
@@ -319,11 +328,12 @@ func (t *tracker) ttlFigures(side, what string, n int) ttlSide {
 	return s
 }
 
-// waitPodsRunning waits until n Pods of ns run, for at most timeout.
-func (b *bench) waitPodsRunning(ctx context.Context, ns string, n int, timeout time.Duration) error {
+// waitPodsRunning waits until n Pods of namespaces run, for at most
+// timeout.
+func (b *bench) waitPodsRunning(ctx context.Context, namespaces []string, n int, timeout time.Duration) error {
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
-	running, err := b.countWhere(wctx, ns, func() client.ObjectList { return &corev1.PodList{} }, func(o client.Object) bool {
+	running, err := b.countWhere(wctx, namespaces, func() client.ObjectList { return &corev1.PodList{} }, func(o client.Object) bool {
 		p := o.(*corev1.Pod)
 		return p.Status.Phase == corev1.PodRunning || p.Status.Phase == corev1.PodSucceeded
 	})
