@@ -180,13 +180,28 @@ func (a afterCerts) Start(ctx context.Context) error {
 func (afterCerts) NeedLeaderElection() bool { return false }
 
 // stripJob drops what the controllers never read of a child Job before it
-// is cached: its managed fields and its Pod template, most of its size. The
-// controllers change Jobs with patches only, never by writing back a cached
-// Job, which would lose the template.
+// is cached: its managed fields and Pod template, most of its size, its
+// selector and its uncounted Pods. The controllers change Jobs with patches
+// only, never by writing back a cached Job, which would lose them.
 func stripJob(o any) (any, error) {
 	if job, ok := o.(*batchv1.Job); ok {
 		job.ManagedFields = nil
 		job.Spec.Template = corev1.PodTemplateSpec{}
+		job.Spec.Selector = nil
+		job.Status.UncountedTerminatedPods = nil
+	}
+	return o, nil
+}
+
+// stripTrainJob drops what the controllers never read of a TrainJob before
+// it is cached: its managed fields and the copy of the whole object that
+// kubectl apply keeps in an annotation, which doubles its size. The
+// controllers write TrainJobs through the status subresource only, which
+// keeps the stored metadata as it is.
+func stripTrainJob(o any) (any, error) {
+	if tj, ok := o.(*trainer.TrainJob); ok {
+		tj.ManagedFields = nil
+		delete(tj.Annotations, corev1.LastAppliedConfigAnnotation)
 	}
 	return o, nil
 }
@@ -199,8 +214,9 @@ func caches(cfg *configv1alpha1.Configuration) map[client.Object]cache.ByObject 
 	utilruntime.Must(err)
 	selector := labels.NewSelector().Add(*owned)
 	byObject := map[client.Object]cache.ByObject{
-		&batchv1.Job{}:    {Label: selector, Transform: stripJob},
-		&corev1.Service{}: {Label: selector},
+		&batchv1.Job{}:      {Label: selector, Transform: stripJob},
+		&corev1.Service{}:   {Label: selector},
+		&trainer.TrainJob{}: {Transform: stripTrainJob},
 	}
 	if cm := cfg.Webhook.CertManagement; *cfg.Webhook.Enable && *cm.Enable {
 		byObject[&corev1.Secret{}] = certs.SecretCache(cm)

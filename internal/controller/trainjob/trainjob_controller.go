@@ -47,9 +47,22 @@ const conflictRetry = time.Second
 // enforced 27 s late at the median.
 const deadlinePriority = 100
 
-// runtimeRefIndex indexes TrainJobs by the runtime they reference, as
-// "<kind>/<namespace>/<name>" (namespace empty for ClusterTrainingRuntimes).
-const runtimeRefIndex = "spec.runtimeRef"
+// waitingIndex indexes the TrainJobs whose Jobs are not created yet by the
+// runtime they reference, as "<kind>/<namespace>/<name>" (namespace empty
+// for ClusterTrainingRuntimes). A TrainJob leaves it once created: the
+// index serves only to start waiting TrainJobs when their runtime appears
+// or is fixed, and holding every TrainJob in it would cost memory and, on
+// each edit of a popular runtime, a copy of every TrainJob that uses it.
+const waitingIndex = "spec.runtimeRef.waiting"
+
+// waitingIndexValue is the value of waitingIndex for a TrainJob.
+func waitingIndexValue(o client.Object) []string {
+	tj := o.(*trainer.TrainJob)
+	if meta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobCreated) {
+		return nil
+	}
+	return []string{runtimeKey(runtime.KindOf(tj), tj.Namespace, tj.Spec.RuntimeRef.Name)}
+}
 
 // childIndex indexes Jobs by the TrainJob they are labelled for, so a
 // reconcile lists its TrainJob's children without scanning every Job of the
@@ -324,10 +337,7 @@ func (r *Reconciler) emitEvents(old, cur *trainer.TrainJob) {
 
 // SetupWithManager registers the controller with mgr.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &trainer.TrainJob{}, runtimeRefIndex, func(o client.Object) []string {
-		tj := o.(*trainer.TrainJob)
-		return []string{runtimeKey(runtime.KindOf(tj), tj.Namespace, tj.Spec.RuntimeRef.Name)}
-	}); err != nil {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &trainer.TrainJob{}, waitingIndex, waitingIndexValue); err != nil {
 		return fmt.Errorf("indexing TrainJobs by runtime: %w", err)
 	}
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &batchv1.Job{}, childIndex, childIndexValue); err != nil {
@@ -357,15 +367,13 @@ func runtimeKey(kind, namespace, name string) string {
 func (r *Reconciler) waitingOn(kind string) handler.MapFunc {
 	return func(ctx context.Context, o client.Object) []reconcile.Request {
 		var list trainer.TrainJobList
-		if err := r.client.List(ctx, &list, client.MatchingFields{runtimeRefIndex: runtimeKey(kind, o.GetNamespace(), o.GetName())}); err != nil {
+		if err := r.client.List(ctx, &list, client.MatchingFields{waitingIndex: runtimeKey(kind, o.GetNamespace(), o.GetName())}); err != nil {
 			ctrl.LoggerFrom(ctx).Error(err, "Listing TrainJobs of runtime", "kind", kind, "runtime", klog.KObj(o))
 			return nil
 		}
 		var reqs []reconcile.Request
 		for i := range list.Items {
-			if !meta.IsStatusConditionTrue(list.Items[i].Status.Conditions, trainer.TrainJobCreated) {
-				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
-			}
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
 		}
 		return reqs
 	}

@@ -57,7 +57,8 @@ func newFixture(t *testing.T, funcs *interceptor.Funcs, objs ...client.Object) *
 	t.Helper()
 	b := fake.NewClientBuilder().WithScheme(testScheme()).WithObjects(objs...).
 		WithStatusSubresource(&trainer.TrainJob{}, &batchv1.Job{}).
-		WithIndex(&batchv1.Job{}, childIndex, childIndexValue)
+		WithIndex(&batchv1.Job{}, childIndex, childIndexValue).
+		WithIndex(&trainer.TrainJob{}, waitingIndex, waitingIndexValue)
 	if funcs != nil {
 		b = b.WithInterceptorFuncs(*funcs)
 	}
@@ -612,5 +613,26 @@ func TestCreateIsIdempotent(t *testing.T) {
 	}
 	if ev := f.events(); len(ev) != 1 {
 		t.Errorf("events = %v, want one Created event", ev)
+	}
+}
+
+func TestRuntimeStartsOnlyWaitingTrainJobs(t *testing.T) {
+	notFound := metav1.Condition{Type: trainer.TrainJobCreated, Status: metav1.ConditionFalse, Reason: trainer.TrainJobRuntimeNotFoundReason}
+	created := metav1.Condition{Type: trainer.TrainJobCreated, Status: metav1.ConditionTrue, Reason: trainer.TrainJobJobsCreatedReason}
+	f := newFixture(t, nil,
+		utiltesting.MakeTrainJob("waiting", testNS).Condition(notFound).Obj(),
+		utiltesting.MakeTrainJob("new", testNS).Obj(),
+		utiltesting.MakeTrainJob("created", testNS).Condition(created).Obj(),
+		utiltesting.MakeTrainJob("other-runtime", testNS).RuntimeRef(trainer.ClusterTrainingRuntimeKind, "jax").Condition(notFound).Obj(),
+		utiltesting.MakeTrainJob("namespaced", testNS).RuntimeRef(trainer.TrainingRuntimeKind, "torch-distributed").Condition(notFound).Obj(),
+	)
+	rt := &trainer.ClusterTrainingRuntime{ObjectMeta: metav1.ObjectMeta{Name: "torch-distributed"}}
+	var got []string
+	for _, req := range f.r.waitingOn(trainer.ClusterTrainingRuntimeKind)(context.Background(), rt) {
+		got = append(got, req.Name)
+	}
+	slices.Sort(got)
+	if diff := cmp.Diff([]string{"new", "waiting"}, got); diff != "" {
+		t.Errorf("TrainJobs started by the runtime (-want +got):\n%s", diff)
 	}
 }

@@ -1,0 +1,58 @@
+package manager
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	utiltesting "github.com/trainjob-operator/trainjob-operator/internal/util/testing"
+)
+
+func TestStripJobKeepsWhatTheControllersRead(t *testing.T) {
+	read := batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "tj-node-0", Namespace: "ns", UID: "job-uid", ResourceVersion: "7",
+			Labels:          map[string]string{"trainer.kubeflow.org/trainjob-name": "tj"},
+			Finalizers:      []string{"trainer.kubeflow.org/job-tracking"},
+			OwnerReferences: []metav1.OwnerReference{{Kind: "TrainJob", Name: "tj", UID: "tj-uid", Controller: ptr.To(true)}},
+		},
+		Spec: batchv1.JobSpec{Parallelism: ptr.To[int32](2), Completions: ptr.To[int32](2), Suspend: ptr.To(false)},
+		Status: batchv1.JobStatus{
+			Active: 1, Succeeded: 1, Ready: ptr.To[int32](1), Terminating: ptr.To[int32](0),
+			Conditions: []batchv1.JobCondition{{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", Message: "Job has reached the specified backoff limit"}},
+		},
+	}
+	cached := read.DeepCopy()
+	cached.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kube-controller-manager"}}
+	cached.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"batch.kubernetes.io/controller-uid": "job-uid"}}
+	cached.Spec.Template = corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "node", Image: "pytorch/pytorch"}}}}
+	cached.Status.UncountedTerminatedPods = &batchv1.UncountedTerminatedPods{Succeeded: []types.UID{"pod-uid"}}
+
+	got, err := stripJob(cached)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(&read, got); diff != "" {
+		t.Errorf("cached Job (-want +got):\n%s", diff)
+	}
+}
+
+func TestStripTrainJobDropsKubectlsCopy(t *testing.T) {
+	applied := utiltesting.MakeTrainJob("tj", "ns").Annotation(corev1.LastAppliedConfigAnnotation, `{"apiVersion":"trainer.kubeflow.org/v1alpha1"}`).
+		Annotation("team", "vision").Obj()
+	applied.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}
+	want := utiltesting.MakeTrainJob("tj", "ns").Annotation("team", "vision").Obj()
+
+	got, err := stripTrainJob(applied)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("cached TrainJob (-want +got):\n%s", diff)
+	}
+}
