@@ -25,11 +25,17 @@ import (
 
 type footprintPoint struct {
 	TrainJobs int `json:"trainJobs"`
-	// RSSMiB is the manager's resident memory once the TrainJobs finished
-	// and it settled.
+	// RSSMiB is the manager's resident memory 15 s after the last of the
+	// TrainJobs finished: still holding the garbage of the burst.
 	RSSMiB float64 `json:"rssMiB"`
 	// HeapMiB is the Go heap in use then (go_memstats_heap_inuse_bytes).
 	HeapMiB float64 `json:"heapInUseMiB"`
+	// RestRSSMiB and RestHeapMiB are the same restDelay after the last
+	// finished, the manager idle meanwhile: what holding the TrainJobs
+	// costs, once the Go runtime's periodic collection (every 2 minutes)
+	// and its scavenger have run.
+	RestRSSMiB  float64 `json:"restRSSMiB,omitempty"`
+	RestHeapMiB float64 `json:"restHeapInUseMiB,omitempty"`
 	// CPUSeconds is the manager's CPU time from its start.
 	CPUSeconds float64 `json:"cpuSeconds"`
 	// CPUSecondsStep is the CPU time spent bringing the TrainJobs added
@@ -76,11 +82,7 @@ func (b *bench) footprint(ctx context.Context) (any, error) {
 			}
 		}()
 	}
-	// Namespaces of 1,000 TrainJobs each, as KEP-2899 sizes them (1,000+ in
-	// a namespace, more in the cluster): with every TrainJob in one
-	// namespace, reaching 10k is bound by kube-controller-manager's
-	// endpoint controllers, which match each Pod change in a namespace
-	// against every Service there (see docs/performance.md).
+	// Namespaces of perNamespace TrainJobs each, created as they fill.
 	wctx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	var namespaces []string
@@ -91,13 +93,13 @@ func (b *bench) footprint(ctx context.Context) (any, error) {
 		}
 	}()
 	namespaceOf := func(i int) (string, error) {
-		for len(namespaces) <= i/b4PerNamespace {
+		for len(namespaces) <= i/perNamespace {
 			ns, _, err := b.namespace(ctx, "bench-b4") // all dropped at once, above
 			if err != nil {
 				return "", err
 			}
 			namespaces = append(namespaces, ns)
-			c, err := b.countWhere(wctx, ns, func() client.ObjectList { return &trainer.TrainJobList{} }, func(o client.Object) bool {
+			c, err := b.countWhere(wctx, []string{ns}, func() client.ObjectList { return &trainer.TrainJobList{} }, func(o client.Object) bool {
 				return o.(*trainer.TrainJob).FinishedCondition() != nil
 			})
 			if err != nil {
@@ -105,13 +107,15 @@ func (b *bench) footprint(ctx context.Context) (any, error) {
 			}
 			finished = append(finished, c)
 		}
-		return namespaces[i/b4PerNamespace], nil
+		return namespaces[i/perNamespace], nil
 	}
-	res := footprintResult{Note: fmt.Sprintf("finished TrainJobs of 1 node, ttlSecondsAfterFinished 1 day, %d to a namespace: each keeps its Job and Pod", b4PerNamespace)}
+	res := footprintResult{Note: fmt.Sprintf("finished TrainJobs of 1 node, ttlSecondsAfterFinished 1 day, %d to a namespace: each keeps its Job and Pod", perNamespace)}
 	p0, err := b.sampleManager(ctx)
 	if err != nil {
 		return nil, err
 	}
+	// A manager just started, with nothing to do, is at rest.
+	p0.RestRSSMiB, p0.RestHeapMiB = p0.RSSMiB, p0.HeapMiB
 	res.Points = append(res.Points, p0)
 	b.logf("  0 TrainJobs: RSS %.1f MiB, heap %.1f MiB, CPU %.1fs", p0.RSSMiB, p0.HeapMiB, p0.CPUSeconds)
 	have := 0
@@ -150,12 +154,24 @@ func (b *bench) footprint(ctx context.Context) (any, error) {
 			return nil, err
 		}
 		have = size
-		stepSeconds, cpuAfter := time.Since(stepStart).Seconds(), b.clusterCPU()
+		stepEnd := time.Now()
+		stepSeconds, cpuAfter := stepEnd.Sub(stepStart).Seconds(), b.clusterCPU()
 		time.Sleep(15 * time.Second) // let the manager settle
 		p, err := b.sampleManager(ctx)
 		if err != nil {
 			return nil, err
 		}
+		b.logf("  %d TrainJobs: RSS %.1f MiB, heap %.1f MiB; at rest in %s", size, p.RSSMiB, p.HeapMiB, time.Until(stepEnd.Add(restDelay)).Round(time.Second))
+		select {
+		case <-time.After(time.Until(stepEnd.Add(restDelay))):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		rest, err := b.sampleManager(ctx)
+		if err != nil {
+			return nil, err
+		}
+		p.RestRSSMiB, p.RestHeapMiB = rest.RSSMiB, rest.HeapMiB
 		if b.c.pprof {
 			if err := errors.Join(<-cpuProfile, b.saveProfile(ctx, pprofPort, "heap", fmt.Sprintf("b4-%d-heap.pprof", size))); err != nil {
 				b.logf("  profiles: %v", err)
@@ -171,16 +187,19 @@ func (b *bench) footprint(ctx context.Context) (any, error) {
 			}
 		}
 		res.Points = append(res.Points, p)
-		b.logf("  %d TrainJobs: RSS %.1f MiB, heap %.1f MiB, CPU %.1fs (%.1fs for this step); the step took %.0fs, CPU seconds of each process: %s",
-			size, p.RSSMiB, p.HeapMiB, p.CPUSeconds, p.CPUSecondsStep, stepSeconds, cpuShares(p.ClusterCPUSecondsStep))
+		b.logf("  %d TrainJobs at rest: RSS %.1f MiB, heap %.1f MiB, CPU %.1fs (%.1fs for this step); the step took %.0fs, CPU seconds of each process: %s",
+			size, p.RestRSSMiB, p.RestHeapMiB, p.CPUSeconds, p.CPUSecondsStep, stepSeconds, cpuShares(p.ClusterCPUSecondsStep))
 	}
 	fmt.Fprintf(b.out, "\nB4 footprint of the manager (finished TrainJobs with their Job and Pod in the cluster)\n")
-	fmt.Fprintf(b.out, "%-12s %-10s %-14s %-12s %s\n", "TrainJobs", "RSS MiB", "heap in use", "CPU s", "CPU s for the step")
-	var rss, heap plotter.XYs
+	fmt.Fprintf(b.out, "%-12s %-22s %-22s %-12s %s\n", "", "15 s after the step", fmt.Sprintf("at rest (%s after)", restDelay), "", "")
+	fmt.Fprintf(b.out, "%-12s %-10s %-11s %-10s %-11s %-12s %s\n", "TrainJobs", "RSS MiB", "heap MiB", "RSS MiB", "heap MiB", "CPU s", "CPU s for the step")
+	var rss, heap, restRSS, restHeap plotter.XYs
 	for _, p := range res.Points {
-		fmt.Fprintf(b.out, "%-12d %-10.1f %-14.1f %-12.1f %.1f\n", p.TrainJobs, p.RSSMiB, p.HeapMiB, p.CPUSeconds, p.CPUSecondsStep)
+		fmt.Fprintf(b.out, "%-12d %-10.1f %-11.1f %-10.1f %-11.1f %-12.1f %.1f\n", p.TrainJobs, p.RSSMiB, p.HeapMiB, p.RestRSSMiB, p.RestHeapMiB, p.CPUSeconds, p.CPUSecondsStep)
 		rss = append(rss, plotter.XY{X: float64(p.TrainJobs), Y: p.RSSMiB})
 		heap = append(heap, plotter.XY{X: float64(p.TrainJobs), Y: p.HeapMiB})
+		restRSS = append(restRSS, plotter.XY{X: float64(p.TrainJobs), Y: p.RestRSSMiB})
+		restHeap = append(restHeap, plotter.XY{X: float64(p.TrainJobs), Y: p.RestHeapMiB})
 	}
 	fmt.Fprintf(b.out, "\nCPU seconds of each process during each step (wall clock in brackets)\n")
 	for _, p := range res.Points[1:] {
@@ -188,12 +207,13 @@ func (b *bench) footprint(ctx context.Context) (any, error) {
 	}
 	fmt.Fprintln(b.out)
 	err = linePlot(filepath.Join(b.c.out, "b4.png"), "B4 manager footprint with finished TrainJobs cached",
-		"TrainJobs (each with its Job and Pod)", "MiB", []series{{"RSS", rss}, {"Go heap in use", heap}})
+		"TrainJobs (each with its Job and Pod)", "MiB", []series{{"RSS, 15 s after", rss}, {"Go heap in use, 15 s after", heap},
+			{"RSS at rest", restRSS}, {"Go heap in use at rest", restHeap}})
 	return res, err
 }
 
-// b4PerNamespace is how many of B4's TrainJobs share a namespace.
-const b4PerNamespace = 1000
+// restDelay is how long after a B4 step its at-rest figures are taken.
+const restDelay = 3 * time.Minute
 
 // managerArgs are the manager flags of the run.
 func (b *bench) managerArgs() []string {
