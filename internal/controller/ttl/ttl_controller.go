@@ -34,6 +34,13 @@ const ControllerName = "trainjob-ttl-after-finished"
 // looked at again, should no watch event bring it back sooner.
 const conflictRetry = time.Second
 
+// expiryPriority is the queue priority of a TrainJob coming back when it
+// expires. Events that bring TrainJobs in have priority 0 or below, so an
+// expiry is not served after them: in a TTL storm, the updates of
+// TrainJobs finishing and of those being deleted fill the queue when the
+// first expiries come due.
+const expiryPriority = 100
+
 // Reconciler deletes TrainJobs whose TTL or retention period expired.
 type Reconciler struct {
 	client    client.Client
@@ -102,7 +109,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	if wait := r.wait(ctx, exp); wait > 0 {
 		r.pending.Set(req.NamespacedName, exp.At)
-		return ctrl.Result{RequeueAfter: wait}, nil
+		return ctrl.Result{RequeueAfter: wait, Priority: ptr.To(expiryPriority)}, nil
 	}
 	// The cache says it expired. The cache may be behind a change that gave
 	// it more time, so decide again on the TrainJob as it is now.
@@ -153,7 +160,7 @@ func (r *Reconciler) deleteIfExpired(ctx context.Context, key types.NamespacedNa
 	if wait := r.wait(ctx, exp); wait > 0 {
 		log.V(2).Info("TrainJob has more time than the cache showed", "deleteAt", exp.At)
 		r.pending.Set(key, exp.At)
-		return ctrl.Result{RequeueAfter: wait}, nil
+		return ctrl.Result{RequeueAfter: wait, Priority: ptr.To(expiryPriority)}, nil
 	}
 
 	r.recorder.Eventf(&tj, nil, corev1.EventTypeNormal, "Deleting", "Delete", "Deleting the TrainJob: %s", exp.Reason)

@@ -235,6 +235,9 @@ func TestReconcile(t *testing.T) {
 			if res.RequeueAfter != tc.wantRequeue {
 				t.Errorf("RequeueAfter = %v, want %v", res.RequeueAfter, tc.wantRequeue)
 			}
+			if wantHigh := tc.wantRequeue > 0; (ptr.Deref(res.Priority, 0) > 0) != wantHigh {
+				t.Errorf("Priority = %v, want one above the events' (0) only with an expiry to requeue at", ptr.Deref(res.Priority, 0))
+			}
 			var got trainer.TrainJob
 			err = f.api.Get(context.Background(), client.ObjectKeyFromObject(tc.live), &got)
 			if deleted := apierrors.IsNotFound(err); deleted != tc.wantDeleted {
