@@ -7,11 +7,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime"
@@ -115,7 +118,9 @@ func run(ctx context.Context, c config) error {
 	defer b.close()
 	b.logf("machine: %d CPUs, %s; client QPS/burst of the manager and of kube-controller-manager: %v/%d",
 		runtime.NumCPU(), memTotal(), b.qps, b.burst)
-	results := map[string]any{"machine": b.machine()}
+	machine := b.machine()
+	machine["scenarios"] = readRuns(filepath.Join(c.out, "machine.json"))
+	version := sourceVersion(c.root)
 	steps := []struct {
 		name string
 		run  func(context.Context) (any, error)
@@ -139,16 +144,56 @@ func run(ctx context.Context, c config) error {
 			}
 			continue
 		}
-		results[s.name] = r
 		if err := writeJSON(filepath.Join(c.out, s.name+".json"), r); err != nil {
 			return err
 		}
+		machine["scenarios"].(map[string]scenarioRun)[s.name] = scenarioRun{
+			Date: start.UTC().Format(time.RFC3339), Minutes: time.Since(start).Minutes(), Source: version, Args: os.Args[1:],
+		}
 		b.logf("%s done in %s; results in %s", s.name, time.Since(start).Round(time.Second), c.out)
 	}
-	if err := writeJSON(filepath.Join(c.out, "machine.json"), results["machine"]); err != nil {
+	if err := writeJSON(filepath.Join(c.out, "machine.json"), machine); err != nil {
 		return err
 	}
 	return errors.Join(errs...)
+}
+
+// scenarioRun says when and from what source a scenario's results in the
+// directory were measured: scenarios can be run apart.
+type scenarioRun struct {
+	Date    string   `json:"date"`
+	Minutes float64  `json:"minutes"`
+	Source  string   `json:"source"`
+	Args    []string `json:"args"`
+}
+
+// readRuns returns the scenario runs recorded in machine.json, if any.
+func readRuns(path string) map[string]scenarioRun {
+	var m struct {
+		Scenarios map[string]scenarioRun `json:"scenarios"`
+	}
+	if data, err := os.ReadFile(path); err == nil {
+		_ = json.Unmarshal(data, &m)
+	}
+	if m.Scenarios == nil {
+		m.Scenarios = map[string]scenarioRun{}
+	}
+	return m.Scenarios
+}
+
+// sourceVersion is the commit of the source under root, marked dirty when
+// files other than the results differ from it.
+func sourceVersion(root string) string {
+	out, err := exec.Command("git", "-C", root, "rev-parse", "--short=12", "HEAD").Output()
+	if err != nil {
+		return "unknown"
+	}
+	v := strings.TrimSpace(string(out))
+	status, err := exec.Command("git", "-C", root, "status", "--porcelain", "--", ".", ":!bench/results").Output()
+	if err != nil || len(bytes.TrimSpace(status)) > 0 {
+		v += "-dirty"
+	}
+	return v
 }
 
 func parseList[T any](s string, parse func(string, int) (T, error)) ([]T, error) {
