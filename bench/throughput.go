@@ -46,8 +46,12 @@ type rateStep struct {
 	// Requests are the API requests per object: of the manager by verb and
 	// resource (ours), and of kube-controller-manager by HTTP method.
 	ManagerRequests map[string]float64 `json:"managerRequestsPerObject,omitempty"`
-	KCMRequests     map[string]float64 `json:"kubeControllerManagerRequestsPerObject"`
-	RunningSamples  []float64          `json:"-"`
+	// ManagerRefused are the manager's requests the API server refused, per
+	// object, by HTTP method and status code (409: a write on a version
+	// that was no longer the latest).
+	ManagerRefused map[string]float64 `json:"managerRefusedPerObject,omitempty"`
+	KCMRequests    map[string]float64 `json:"kubeControllerManagerRequestsPerObject"`
+	RunningSamples []float64          `json:"-"`
 }
 
 type throughputResult struct {
@@ -138,6 +142,9 @@ func (b *bench) throughput(ctx context.Context) (any, error) {
 	}
 	res.WritesPerObj = writes
 	fmt.Fprintf(b.out, "  the manager's writes per TrainJob: %.2f\n", writes)
+	for _, key := range slices.Sorted(maps.Keys(at.ManagerRefused)) {
+		fmt.Fprintf(b.out, "    of which refused, %-39s %.2f\n", key, at.ManagerRefused[key])
+	}
 	fmt.Fprintf(b.out, "  kube-controller-manager, by method: %-28s %s\n", "per TrainJob (its child Jobs)", "per batch Job")
 	for _, m := range []string{"GET", "POST", "PUT", "PATCH", "DELETE"} {
 		fmt.Fprintf(b.out, "    %-34s %-28.2f %.2f\n", m, at.KCMRequests[m], k.KCMRequests[m])
@@ -311,6 +318,12 @@ func (b *bench) rateStep(ctx context.Context, side string, rate float64) (rateSt
 	}
 	if side == ours {
 		s.ManagerRequests = per(delta(before.manager, after.manager))
+		s.ManagerRefused = map[string]float64{}
+		for key, v := range per(delta(before.managerCodes, after.managerCodes)) {
+			if _, code, _ := strings.Cut(key, " "); v > 0 && !strings.HasPrefix(code, "2") {
+				s.ManagerRefused[key] = v
+			}
+		}
 	}
 	s.KCMRequests = per(delta(before.kcm, after.kcm))
 	b.logf("  %g/s: %d created, %d completed, create → all Pods running %s; drained in %s, %d left; sustained: %t",
@@ -332,8 +345,9 @@ func (b *bench) leftIn(ctx context.Context, ns string) int {
 }
 
 type requestCounts struct {
-	manager map[string]float64 // "verb group/resource"
-	kcm     map[string]float64 // HTTP method
+	manager      map[string]float64 // "verb group/resource"
+	managerCodes map[string]float64 // "method code"
+	kcm          map[string]float64 // HTTP method
 }
 
 // requestCounts reads the request counters of the manager and of
@@ -351,5 +365,9 @@ func (b *bench) requestCounts(ctx context.Context) (requestCounts, error) {
 	if err != nil {
 		return requestCounts{}, fmt.Errorf("reading %s's metrics: %w", kcm, err)
 	}
-	return requestCounts{manager: m.by("trainjob_api_requests_total", "verb", "resource"), kcm: k.by("rest_client_requests_total", "method")}, nil
+	return requestCounts{
+		manager:      m.by("trainjob_api_requests_total", "verb", "resource"),
+		managerCodes: m.by("rest_client_requests_total", "method", "code"),
+		kcm:          k.by("rest_client_requests_total", "method"),
+	}, nil
 }
