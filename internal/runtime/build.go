@@ -12,6 +12,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 
@@ -244,14 +245,20 @@ func ownerRef(trainJob *trainer.TrainJob) metav1.OwnerReference {
 	return *metav1.NewControllerRef(trainJob, trainer.GroupVersion.WithKind(trainer.TrainJobKind))
 }
 
+// ServiceKey is the namespace and name of the TrainJob's Service.
+func ServiceKey(trainJob *trainer.TrainJob) types.NamespacedName {
+	return types.NamespacedName{Namespace: trainJob.Namespace, Name: trainJob.Name}
+}
+
 // Service is the headless Service named after the TrainJob: with the Pods'
 // hostname and subdomain it gives each Pod the DNS name
 // <hostname>.<trainjob>, so PET_MASTER_ADDR resolves as under Kubeflow.
 func Service(trainJob *trainer.TrainJob) *corev1.Service {
+	key := ServiceKey(trainJob)
 	return &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:            trainJob.Name,
-			Namespace:       trainJob.Namespace,
+			Name:            key.Name,
+			Namespace:       key.Namespace,
 			Labels:          map[string]string{trainer.TrainJobNameLabel: trainJob.Name},
 			OwnerReferences: []metav1.OwnerReference{ownerRef(trainJob)},
 		},

@@ -188,9 +188,9 @@ func createdCondition(tj *trainer.TrainJob) metav1.Condition {
 // ensureService creates the headless Service that gives the Pods their DNS
 // names, if it is missing.
 func (r *Reconciler) ensureService(ctx context.Context, tj *trainer.TrainJob) error {
-	want := runtime.Service(tj)
+	key := runtime.ServiceKey(tj)
 	var svc corev1.Service
-	err := r.client.Get(ctx, client.ObjectKeyFromObject(want), &svc)
+	err := r.client.Get(ctx, key, &svc)
 	switch {
 	case err == nil:
 		if !metav1.IsControlledBy(&svc, tj) {
@@ -198,8 +198,9 @@ func (r *Reconciler) ensureService(ctx context.Context, tj *trainer.TrainJob) er
 		}
 		return nil
 	case !apierrors.IsNotFound(err):
-		return fmt.Errorf("reading Service %s: %w", klog.KObj(want), err)
+		return fmt.Errorf("reading Service %s: %w", key, err)
 	}
+	want := runtime.Service(tj)
 	if err := r.client.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating Service %s: %w", klog.KObj(want), err)
 	}
@@ -211,7 +212,7 @@ func (r *Reconciler) ensureService(ctx context.Context, tj *trainer.TrainJob) er
 // the TrainJob stays: kube-controller-manager's endpoint controllers match
 // every Pod change in the namespace against every Service there.
 func (r *Reconciler) deleteService(ctx context.Context, tj *trainer.TrainJob) error {
-	key := client.ObjectKeyFromObject(runtime.Service(tj))
+	key := runtime.ServiceKey(tj)
 	var svc corev1.Service
 	err := r.client.Get(ctx, key, &svc)
 	if apierrors.IsNotFound(err) {
