@@ -322,6 +322,10 @@ type event struct {
 	at  time.Time
 }
 
+// watchSilence is how long a watch may go without an event or a bookmark
+// before watchAll takes it for stalled.
+const watchSilence = 150 * time.Second
+
 // watchAll watches the objects of list's kind in ns from now on, and calls
 // fn for each event, with its arrival time, until ctx ends. When a watch
 // ends it starts again from the last version seen; when that is too old,
@@ -349,27 +353,51 @@ func (b *bench) watchAll(ctx context.Context, ns string, newList func() client.O
 			}
 			w, err := b.cl.Watch(ctx, newList(), client.InNamespace(ns),
 				&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true}})
+			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+				rv = ""
+				continue
+			}
 			if err != nil {
 				time.Sleep(200 * time.Millisecond)
 				continue
 			}
-			for ev := range w.ResultChan() {
-				at := time.Now()
-				if ev.Type == watch.Error {
-					rv = ""
-					break
+			// The API server sends a bookmark about every minute. A watch
+			// silent for much longer has stalled: it happened once to a
+			// watch of 10,000 Pods, which stopped receiving events though
+			// the API server had not closed it. It starts again from the
+			// last version seen, and the bench says so, since the events
+			// it missed meanwhile arrive late.
+			silent := time.NewTimer(watchSilence)
+			func() {
+				defer w.Stop()
+				defer silent.Stop()
+				for {
+					select {
+					case <-silent.C:
+						b.logf("  the watch of %T stalled (nothing for %s, not even a bookmark); watching again from version %s", list, watchSilence, rv)
+						return
+					case ev, ok := <-w.ResultChan():
+						if !ok {
+							return
+						}
+						at := time.Now()
+						silent.Reset(watchSilence)
+						if ev.Type == watch.Error {
+							rv = ""
+							return
+						}
+						o, ok := ev.Object.(client.Object)
+						if !ok {
+							continue
+						}
+						rv = o.GetResourceVersion()
+						if ev.Type == watch.Bookmark {
+							continue
+						}
+						fn(event{ev.Type, o, at})
+					}
 				}
-				o, ok := ev.Object.(client.Object)
-				if !ok {
-					continue
-				}
-				rv = o.GetResourceVersion()
-				if ev.Type == watch.Bookmark {
-					continue
-				}
-				fn(event{ev.Type, o, at})
-			}
-			w.Stop()
+			}()
 		}
 	}()
 	return nil
