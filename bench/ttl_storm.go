@@ -85,6 +85,7 @@ type ttlResult struct {
 
 // tracked is what the bench saw of one object.
 type tracked struct {
+	running           bool      // all its Pods were running (or done) once
 	finish            time.Time // as the controllers read it (1s resolution)
 	ttl               time.Duration
 	requested         time.Time // arrival of the first event with a deletionTimestamp
@@ -93,13 +94,14 @@ type tracked struct {
 }
 
 type tracker struct {
-	mu     sync.Mutex
-	objs   map[types.NamespacedName]*tracked
-	finish func(client.Object) (time.Time, time.Duration, bool)
+	mu      sync.Mutex
+	objs    map[types.NamespacedName]*tracked
+	finish  func(client.Object) (time.Time, time.Duration, bool)
+	running func(client.Object) bool
 }
 
-func newTracker(finish func(client.Object) (time.Time, time.Duration, bool)) *tracker {
-	return &tracker{objs: map[types.NamespacedName]*tracked{}, finish: finish}
+func newTracker(finish func(client.Object) (time.Time, time.Duration, bool), running func(client.Object) bool) *tracker {
+	return &tracker{objs: map[types.NamespacedName]*tracked{}, finish: finish, running: running}
 }
 
 func (t *tracker) observe(ev event) {
@@ -110,6 +112,9 @@ func (t *tracker) observe(ev event) {
 	if o == nil {
 		o = &tracked{}
 		t.objs[key] = o
+	}
+	if !o.running && t.running(ev.obj) {
+		o.running = true
 	}
 	if f, ttl, ok := t.finish(ev.obj); ok && o.finish.IsZero() {
 		o.finish, o.ttl = f, ttl
@@ -125,20 +130,26 @@ func (t *tracker) observe(ev event) {
 	}
 }
 
-// counts returns how many objects were seen, finished and gone.
-func (t *tracker) counts() (seen, finished, gone int) {
+type trackedCounts struct{ seen, running, finished, gone int }
+
+// counts returns how many objects were seen, ran, finished and are gone.
+func (t *tracker) counts() trackedCounts {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	var c trackedCounts
 	for _, o := range t.objs {
-		seen++
+		c.seen++
+		if o.running || !o.finish.IsZero() {
+			c.running++
+		}
 		if !o.finish.IsZero() {
-			finished++
+			c.finished++
 		}
 		if !o.gone.IsZero() {
-			gone++
+			c.gone++
 		}
 	}
-	return
+	return c
 }
 
 func trainJobFinish(o client.Object) (time.Time, time.Duration, bool) {
@@ -148,6 +159,23 @@ func trainJobFinish(o client.Object) (time.Time, time.Duration, bool) {
 		return time.Time{}, 0, false
 	}
 	return c.LastTransitionTime.Time, time.Duration(ptr.Deref(tj.Spec.TTLSecondsAfterFinished, 0)) * time.Second, true
+}
+
+// trainJobRunning: every child Job has its Pods ready or succeeded.
+func trainJobRunning(o client.Object) bool {
+	tj := o.(*trainer.TrainJob)
+	for _, js := range tj.Status.JobsStatus {
+		if js.Ready+js.Succeeded < js.Replicas {
+			return false
+		}
+	}
+	return len(tj.Status.JobsStatus) > 0
+}
+
+// jobRunning: the Job's one Pod is ready or succeeded.
+func jobRunning(o client.Object) bool {
+	j := o.(*batchv1.Job)
+	return ptr.Deref(j.Status.Ready, 0)+j.Status.Succeeded >= ptr.Deref(j.Spec.Parallelism, 1)
 }
 
 func jobFinish(o client.Object) (time.Time, time.Duration, bool) {
@@ -210,6 +238,9 @@ func (b *bench) printTTL(r ttlResult) {
 	fmt.Fprintln(b.out)
 }
 
+// b1Stall is how long B1 waits for the next deletion before it gives up.
+const b1Stall = 5 * time.Minute
+
 // ttlSide runs one side of B1 in namespaces of its own, perNamespace
 // objects to each.
 func (b *bench) ttlSide(ctx context.Context, side string, n int, ttl int32) (ttlSide, error) {
@@ -235,14 +266,14 @@ func (b *bench) ttlSide(ctx context.Context, side string, n int, ttl int32) (ttl
 	what := "TrainJobs"
 	switch side {
 	case ours:
-		tr, list = newTracker(trainJobFinish), func() client.ObjectList { return &trainer.TrainJobList{} }
+		tr, list = newTracker(trainJobFinish, trainJobRunning), func() client.ObjectList { return &trainer.TrainJobList{} }
 		for i := range objs {
 			objs[i] = utiltesting.MakeTrainJob(fmt.Sprintf("tj-%05d", i), namespaces[i/perNamespace]).NumNodes(1).Command("torchrun", "train.py").
 				Annotation(completeAt, finishAt.Format(time.RFC3339)).TTL(ttl).Obj()
 		}
 	default:
 		what = "batch Jobs"
-		tr, list = newTracker(jobFinish), func() client.ObjectList { return &batchv1.JobList{} }
+		tr, list = newTracker(jobFinish, jobRunning), func() client.ObjectList { return &batchv1.JobList{} }
 		for i := range objs {
 			objs[i] = batchJob(fmt.Sprintf("job-%05d", i), namespaces[i/perNamespace], finishAt.Format(time.RFC3339), func(j *batchv1.Job) {
 				j.Spec.TTLSecondsAfterFinished = ptr.To(ttl)
@@ -260,19 +291,39 @@ func (b *bench) ttlSide(ctx context.Context, side string, n int, ttl int32) (ttl
 	if err := b.createAll(ctx, what, objs); err != nil {
 		return ttlSide{}, err
 	}
-	if err := b.waitPodsRunning(ctx, namespaces, n, time.Until(finishAt)); err != nil {
-		b.logf("  %v: finishes will spread", err)
-	}
-	timeout := time.Until(finishAt) + time.Duration(ttl)*time.Second + 5*time.Minute + time.Duration(n)*60*time.Millisecond
-	err = b.waitFor(ctx, "B1 "+side, timeout, func() (bool, string) {
-		seen, finished, gone := tr.counts()
-		return gone == n, fmt.Sprintf("%d seen, %d finished, %d deleted", seen, finished, gone)
+	// Whether the Pods run is read off the objects' status, which the
+	// bench watches anyway: a watch of every Pod as well would cost the
+	// bench, starved on two cores, more events than it can take, and the
+	// API server drops watchers that fall behind.
+	err = b.waitFor(ctx, "B1 "+side+" running", time.Until(finishAt), func() (bool, string) {
+		c := tr.counts()
+		return c.running >= n, fmt.Sprintf("%d of %d running", c.running, n)
 	})
 	if err != nil && ctx.Err() != nil {
 		return ttlSide{}, err
 	}
 	if err != nil {
-		b.logf("  %v", err)
+		b.logf("  %v: finishes will spread", err)
+	}
+	// However long the drain takes on this machine, it is measured to its
+	// end; the wait ends early only when nothing is deleted for
+	// b1Stall once deletions are due.
+	lastGone, lastChange := -1, time.Now()
+	stalled := false
+	err = b.waitFor(ctx, "B1 "+side, 24*time.Hour, func() (bool, string) {
+		c := tr.counts()
+		if c.gone != lastGone {
+			lastGone, lastChange = c.gone, time.Now()
+		}
+		due := finishAt.Add(time.Duration(ttl) * time.Second)
+		stalled = time.Now().After(due) && time.Since(lastChange) > b1Stall
+		return c.gone == n || stalled, fmt.Sprintf("%d seen, %d finished, %d deleted", c.seen, c.finished, c.gone)
+	})
+	if err != nil {
+		return ttlSide{}, err
+	}
+	if stalled {
+		b.logf("  B1 %s: nothing deleted for %s; %d of %d deleted", side, b1Stall, lastGone, n)
 	}
 	s := tr.ttlFigures(side, what, n)
 	adds, wait, work, err := b.gcQueue(ctx)
@@ -326,24 +377,6 @@ func (t *tracker) ttlFigures(side, what string, n int) ttlSide {
 	s.Requested, s.Gone = distOf(requested), distOf(gone)
 	s.Drain = lastGone.Sub(firstDue).Seconds()
 	return s
-}
-
-// waitPodsRunning waits until n Pods of namespaces run, for at most
-// timeout.
-func (b *bench) waitPodsRunning(ctx context.Context, namespaces []string, n int, timeout time.Duration) error {
-	wctx, stop := context.WithCancel(ctx)
-	defer stop()
-	running, err := b.countWhere(wctx, namespaces, func() client.ObjectList { return &corev1.PodList{} }, func(o client.Object) bool {
-		p := o.(*corev1.Pod)
-		return p.Status.Phase == corev1.PodRunning || p.Status.Phase == corev1.PodSucceeded
-	})
-	if err != nil {
-		return err
-	}
-	return b.waitFor(ctx, "Pods running", timeout, func() (bool, string) {
-		r := running.count()
-		return r >= n, fmt.Sprintf("%d of %d Pods running", r, n)
-	})
 }
 
 // batchJob is a plain Job of one Pod, as kube-controller-manager runs it,
