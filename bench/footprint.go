@@ -30,8 +30,8 @@ type footprintPoint struct {
 	RSSMiB float64 `json:"rssMiB"`
 	// HeapMiB is the Go heap in use then (go_memstats_heap_inuse_bytes).
 	HeapMiB float64 `json:"heapInUseMiB"`
-	// RestRSSMiB and RestHeapMiB are the same restDelay after the last
-	// finished, the manager idle meanwhile: what holding the TrainJobs
+	// RestRSSMiB and RestHeapMiB are the same -rest after the last
+	// finished (with -rest), the manager idle meanwhile: what holding the TrainJobs
 	// costs, once the Go runtime's periodic collection (every 2 minutes)
 	// and its scavenger have run.
 	RestRSSMiB  float64 `json:"restRSSMiB,omitempty"`
@@ -161,17 +161,20 @@ func (b *bench) footprint(ctx context.Context) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		b.logf("  %d TrainJobs: RSS %.1f MiB, heap %.1f MiB; at rest in %s", size, p.RSSMiB, p.HeapMiB, time.Until(stepEnd.Add(restDelay)).Round(time.Second))
-		select {
-		case <-time.After(time.Until(stepEnd.Add(restDelay))):
-		case <-ctx.Done():
-			return nil, ctx.Err()
+		b.logf("  %d TrainJobs: RSS %.1f MiB, heap %.1f MiB", size, p.RSSMiB, p.HeapMiB)
+		if rest := b.c.rest; rest > 0 {
+			b.logf("  at rest in %s", time.Until(stepEnd.Add(rest)).Round(time.Second))
+			select {
+			case <-time.After(time.Until(stepEnd.Add(rest))):
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			r, err := b.sampleManager(ctx)
+			if err != nil {
+				return nil, err
+			}
+			p.RestRSSMiB, p.RestHeapMiB = r.RSSMiB, r.HeapMiB
 		}
-		rest, err := b.sampleManager(ctx)
-		if err != nil {
-			return nil, err
-		}
-		p.RestRSSMiB, p.RestHeapMiB = rest.RSSMiB, rest.HeapMiB
 		if b.c.pprof {
 			if err := errors.Join(<-cpuProfile, b.saveProfile(ctx, pprofPort, "heap", fmt.Sprintf("b4-%d-heap.pprof", size))); err != nil {
 				b.logf("  profiles: %v", err)
@@ -187,19 +190,25 @@ func (b *bench) footprint(ctx context.Context) (any, error) {
 			}
 		}
 		res.Points = append(res.Points, p)
-		b.logf("  %d TrainJobs at rest: RSS %.1f MiB, heap %.1f MiB, CPU %.1fs (%.1fs for this step); the step took %.0fs, CPU seconds of each process: %s",
-			size, p.RestRSSMiB, p.RestHeapMiB, p.CPUSeconds, p.CPUSecondsStep, stepSeconds, cpuShares(p.ClusterCPUSecondsStep))
+		if b.c.rest > 0 {
+			b.logf("  %d TrainJobs, at rest: RSS %.1f MiB, heap %.1f MiB", size, p.RestRSSMiB, p.RestHeapMiB)
+		}
+		b.logf("  %d TrainJobs: CPU %.1fs (%.1fs for this step); the step took %.0fs, CPU seconds of each process: %s",
+			size, p.CPUSeconds, p.CPUSecondsStep, stepSeconds, cpuShares(p.ClusterCPUSecondsStep))
 	}
 	fmt.Fprintf(b.out, "\nB4 footprint of the manager (finished TrainJobs with their Job and Pod in the cluster)\n")
-	fmt.Fprintf(b.out, "%-12s %-22s %-22s %-12s %s\n", "", "15 s after the step", fmt.Sprintf("at rest (%s after)", restDelay), "", "")
-	fmt.Fprintf(b.out, "%-12s %-10s %-11s %-10s %-11s %-12s %s\n", "TrainJobs", "RSS MiB", "heap MiB", "RSS MiB", "heap MiB", "CPU s", "CPU s for the step")
+	fmt.Fprintf(b.out, "%-12s %-10s %-11s %-12s %-20s %s\n", "TrainJobs", "RSS MiB", "heap MiB", "CPU s", "CPU s for the step", "at rest: RSS, heap MiB")
 	var rss, heap, restRSS, restHeap plotter.XYs
 	for _, p := range res.Points {
-		fmt.Fprintf(b.out, "%-12d %-10.1f %-11.1f %-10.1f %-11.1f %-12.1f %.1f\n", p.TrainJobs, p.RSSMiB, p.HeapMiB, p.RestRSSMiB, p.RestHeapMiB, p.CPUSeconds, p.CPUSecondsStep)
+		rest := "-"
+		if b.c.rest > 0 {
+			rest = fmt.Sprintf("%.1f, %.1f (%s after)", p.RestRSSMiB, p.RestHeapMiB, b.c.rest)
+			restRSS = append(restRSS, plotter.XY{X: float64(p.TrainJobs), Y: p.RestRSSMiB})
+			restHeap = append(restHeap, plotter.XY{X: float64(p.TrainJobs), Y: p.RestHeapMiB})
+		}
+		fmt.Fprintf(b.out, "%-12d %-10.1f %-11.1f %-12.1f %-20.1f %s\n", p.TrainJobs, p.RSSMiB, p.HeapMiB, p.CPUSeconds, p.CPUSecondsStep, rest)
 		rss = append(rss, plotter.XY{X: float64(p.TrainJobs), Y: p.RSSMiB})
 		heap = append(heap, plotter.XY{X: float64(p.TrainJobs), Y: p.HeapMiB})
-		restRSS = append(restRSS, plotter.XY{X: float64(p.TrainJobs), Y: p.RestRSSMiB})
-		restHeap = append(restHeap, plotter.XY{X: float64(p.TrainJobs), Y: p.RestHeapMiB})
 	}
 	fmt.Fprintf(b.out, "\nCPU seconds of each process during each step (wall clock in brackets)\n")
 	for _, p := range res.Points[1:] {
@@ -211,9 +220,6 @@ func (b *bench) footprint(ctx context.Context) (any, error) {
 			{"RSS at rest", restRSS}, {"Go heap in use at rest", restHeap}})
 	return res, err
 }
-
-// restDelay is how long after a B4 step its at-rest figures are taken.
-const restDelay = 3 * time.Minute
 
 // managerArgs are the manager flags of the run.
 func (b *bench) managerArgs() []string {

@@ -33,6 +33,7 @@ type config struct {
 	rates      []float64
 	window     time.Duration
 	sizes      []int
+	rest       time.Duration
 	qps        float64
 	burst      int
 	pprof      bool
@@ -45,13 +46,14 @@ func main() {
 	flag.StringVar(&c.root, "root", "..", "The repository: its .dev cluster (make dev-up) is benchmarked.")
 	flag.StringVar(&c.out, "out", "", "Directory for the JSON and PNG results. Default <root>/bench/results.")
 	flag.StringVar(&scenarios, "scenarios", "b1,b2,b3,b4", "Scenarios to run, comma-separated.")
-	flag.BoolVar(&full, "full", false, "Full sizes: B1 N=10000, B2 N=1000, B3 rates 4 to 32 per second for 3m each, B4 1k/5k/10k.")
+	flag.BoolVar(&full, "full", false, "Full sizes: B1 N=10000, B2 N=1000, B3 rates 4 to 32 per second for 3m each, B4 1k/5k/10k sampled at rest after 3m as well.")
 	flag.IntVar(&c.ttlN, "ttl-n", 1000, "B1: TrainJobs (and batch Jobs) finishing together.")
 	flag.IntVar(&c.ttlSeconds, "ttl-seconds", 10, "B1: their ttlSecondsAfterFinished.")
 	flag.IntVar(&c.deadlineN, "deadline-n", 300, "B2: running TrainJobs (and batch Jobs) with deadlines.")
 	flag.StringVar(&rates, "rates", "4,8,16", "B3: creation rates to try, TrainJobs per second, rising.")
 	flag.DurationVar(&c.window, "window", 45*time.Second, "B3: how long each rate must be sustained.")
 	flag.StringVar(&sizes, "sizes", "1000", "B4: TrainJobs held in the manager's cache, rising, comma-separated.")
+	flag.DurationVar(&c.rest, "rest", 0, "B4: also sample the manager this long after each step, idle meanwhile (at rest, once the Go runtime's periodic collection has run); 0: not.")
 	flag.BoolVar(&c.pprof, "pprof", false, "B4: save a 60s CPU profile of the manager from the end of each step's creation, and a heap profile once it settles (b4-<size>-cpu.pprof, b4-<size>-heap.pprof in -out).")
 	flag.Float64Var(&c.qps, "qps", 0, "Client QPS given to both the manager and kube-controller-manager. Default: kube-controller-manager's.")
 	flag.IntVar(&c.burst, "burst", 0, "Client burst given to both. Default: kube-controller-manager's.")
@@ -60,7 +62,7 @@ func main() {
 	set := map[string]bool{}
 	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if full {
-		for name, value := range map[string]string{"ttl-n": "10000", "deadline-n": "1000", "rates": "4,8,16,32", "window": "3m", "sizes": "1000,5000,10000"} {
+		for name, value := range map[string]string{"ttl-n": "10000", "deadline-n": "1000", "rates": "4,8,16,32", "window": "3m", "sizes": "1000,5000,10000", "rest": "3m"} {
 			if !set[name] {
 				if err := flag.Set(name, value); err != nil {
 					fail(err)
