@@ -30,10 +30,10 @@ type footprintPoint struct {
 	RSSMiB float64 `json:"rssMiB"`
 	// HeapMiB is the Go heap in use then (go_memstats_heap_inuse_bytes).
 	HeapMiB float64 `json:"heapInUseMiB"`
-	// RestRSSMiB and RestHeapMiB are the same -rest after the last
-	// finished (with -rest), the manager idle meanwhile: what holding the TrainJobs
-	// costs, once the Go runtime's periodic collection (every 2 minutes)
-	// and its scavenger have run.
+	// RestRSSMiB and RestHeapMiB are the same, -rest after the last
+	// TrainJob finished (with -rest), the manager idle meanwhile: what
+	// holding the TrainJobs costs once the Go runtime's periodic
+	// collection (every 2 minutes) and its scavenger have run.
 	RestRSSMiB  float64 `json:"restRSSMiB,omitempty"`
 	RestHeapMiB float64 `json:"restHeapInUseMiB,omitempty"`
 	// CPUSeconds is the manager's CPU time from its start.
@@ -114,8 +114,10 @@ func (b *bench) footprint(ctx context.Context) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	// A manager just started, with nothing to do, is at rest.
-	p0.RestRSSMiB, p0.RestHeapMiB = p0.RSSMiB, p0.HeapMiB
+	if b.c.rest > 0 {
+		// A manager just started, with nothing to do, is at rest.
+		p0.RestRSSMiB, p0.RestHeapMiB = p0.RSSMiB, p0.HeapMiB
+	}
 	res.Points = append(res.Points, p0)
 	b.logf("  0 TrainJobs: RSS %.1f MiB, heap %.1f MiB, CPU %.1fs", p0.RSSMiB, p0.HeapMiB, p0.CPUSeconds)
 	have := 0
