@@ -308,15 +308,16 @@ func (b *bench) ttlSide(ctx context.Context, side string, n int, ttl int32) (ttl
 	// However long the drain takes on this machine, it is measured to its
 	// end; the wait ends early only when nothing is deleted for
 	// b1Stall once deletions are due.
-	lastGone, lastChange := -1, time.Now()
+	due := finishAt.Add(time.Duration(ttl) * time.Second)
+	lastGone, lastChange := 0, due
 	stalled := false
 	err = b.waitFor(ctx, "B1 "+side, 24*time.Hour, func() (bool, string) {
 		c := tr.counts()
 		if c.gone != lastGone {
 			lastGone, lastChange = c.gone, time.Now()
 		}
-		due := finishAt.Add(time.Duration(ttl) * time.Second)
-		stalled = time.Now().After(due) && time.Since(lastChange) > b1Stall
+		// The clock starts at the first due time, or at the last deletion.
+		stalled = time.Since(lastChange) > b1Stall
 		return c.gone == n || stalled, fmt.Sprintf("%d seen, %d finished, %d deleted", c.seen, c.finished, c.gone)
 	})
 	if err != nil {
