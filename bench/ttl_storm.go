@@ -238,7 +238,8 @@ func (b *bench) printTTL(r ttlResult) {
 	fmt.Fprintln(b.out)
 }
 
-// b1Stall is how long B1 waits for the next deletion before it gives up.
+// b1Stall is how long B1 waits for the next finish or deletion before it
+// gives up.
 const b1Stall = 5 * time.Minute
 
 // ttlSide runs one side of B1 in namespaces of its own, perNamespace
@@ -306,17 +307,17 @@ func (b *bench) ttlSide(ctx context.Context, side string, n int, ttl int32) (ttl
 		b.logf("  %v: finishes will spread", err)
 	}
 	// However long the drain takes on this machine, it is measured to its
-	// end; the wait ends early only when nothing is deleted for
-	// b1Stall once deletions are due.
+	// end; the wait ends early only when nothing finishes and nothing is
+	// deleted for b1Stall, counted from the first due time.
 	due := finishAt.Add(time.Duration(ttl) * time.Second)
-	lastGone, lastChange := 0, due
+	var last trackedCounts
+	lastChange := due
 	stalled := false
 	err = b.waitFor(ctx, "B1 "+side, 24*time.Hour, func() (bool, string) {
 		c := tr.counts()
-		if c.gone != lastGone {
-			lastGone, lastChange = c.gone, time.Now()
+		if c.finished != last.finished || c.gone != last.gone {
+			last, lastChange = c, time.Now()
 		}
-		// The clock starts at the first due time, or at the last deletion.
 		stalled = time.Since(lastChange) > b1Stall
 		return c.gone == n || stalled, fmt.Sprintf("%d seen, %d finished, %d deleted", c.seen, c.finished, c.gone)
 	})
@@ -324,7 +325,7 @@ func (b *bench) ttlSide(ctx context.Context, side string, n int, ttl int32) (ttl
 		return ttlSide{}, err
 	}
 	if stalled {
-		b.logf("  B1 %s: nothing deleted for %s; %d of %d deleted", side, b1Stall, lastGone, n)
+		b.logf("  B1 %s: nothing finished or deleted for %s; %d of %d deleted", side, b1Stall, last.gone, n)
 	}
 	s := tr.ttlFigures(side, what, n)
 	adds, wait, work, err := b.gcQueue(ctx)
