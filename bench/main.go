@@ -120,8 +120,8 @@ func run(ctx context.Context, c config) error {
 	defer b.close()
 	b.logf("machine: %d CPUs, %s; client QPS/burst of the manager and of kube-controller-manager: %v/%d",
 		runtime.NumCPU(), memTotal(), b.qps, b.burst)
-	machine := b.machine()
-	machine["scenarios"] = readRuns(filepath.Join(c.out, "machine.json"))
+	machine, runs := b.machine(), readRuns(filepath.Join(c.out, "machine.json"))
+	machine["scenarios"] = runs
 	version := sourceVersion(c.root)
 	steps := []struct {
 		name string
@@ -149,7 +149,7 @@ func run(ctx context.Context, c config) error {
 		if err := writeJSON(filepath.Join(c.out, s.name+".json"), r); err != nil {
 			return err
 		}
-		machine["scenarios"].(map[string]scenarioRun)[s.name] = scenarioRun{
+		runs[s.name] = scenarioRun{
 			Date: start.UTC().Format(time.RFC3339), Minutes: time.Since(start).Minutes(), Source: version, Args: os.Args[1:],
 		}
 		b.logf("%s done in %s; results in %s", s.name, time.Since(start).Round(time.Second), c.out)
