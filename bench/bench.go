@@ -27,7 +27,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/yaml"
 
+	managerconfig "github.com/trainjob-operator/trainjob-operator/internal/config"
 	"github.com/trainjob-operator/trainjob-operator/internal/dev"
 	"github.com/trainjob-operator/trainjob-operator/internal/manager"
 )
@@ -48,6 +50,11 @@ type bench struct {
 	// kcmMetricsPort is where kube-controller-manager serves /metrics.
 	kcmMetricsPort int
 	nodes          []string
+	// managerConfig is the configuration file the manager runs with when
+	// the run overrides the dev one; trainJobWorkers is its
+	// controller.trainJobWorkers.
+	managerConfig   string
+	trainJobWorkers int
 }
 
 func newBench(ctx context.Context, c config) (*bench, error) {
@@ -87,6 +94,9 @@ func newBench(ctx context.Context, c config) (*bench, error) {
 			return nil, fmt.Errorf("%s has no --kube-api-burst to match: %v", kcm, args)
 		}
 	}
+	if err := b.configureManager(); err != nil {
+		return nil, err
+	}
 	if err := b.equalizeQPS(ctx, kcmQPS, kcmBurst); err != nil {
 		b.close()
 		return nil, err
@@ -115,12 +125,59 @@ func (b *bench) equalizeQPS(ctx context.Context, kcmQPS, kcmBurst string) error 
 			return dev.RestartComponent(b.o, kcm, edit(map[string]string{"qps": kcmQPS, "burst": kcmBurst}))
 		})
 	}
-	b.logf("restarting the manager with --kube-api-qps=%s --kube-api-burst=%s", qps, burst)
-	if err := b.restartManager(ctx, "--kube-api-qps="+qps, "--kube-api-burst="+burst); err != nil {
+	b.logf("restarting the manager with %s", strings.Join(b.managerArgs(), " "))
+	if err := b.restartManager(ctx, b.managerArgs()...); err != nil {
 		return err
 	}
 	b.restore = append(b.restore, func() error { return b.restartManager(context.Background()) })
 	return nil
+}
+
+// configureManager settles the manager's configuration for the run: the
+// dev one, or with -trainjob-workers a copy of it with that many workers.
+func (b *bench) configureManager() error {
+	devConfig := filepath.Join(b.c.root, ".dev", "config.yaml")
+	path := devConfig
+	if b.c.trainJobWorkers > 0 {
+		data, err := os.ReadFile(devConfig)
+		if err != nil {
+			return err
+		}
+		var m map[string]any
+		if err := yaml.Unmarshal(data, &m); err != nil {
+			return fmt.Errorf("%s: %w", devConfig, err)
+		}
+		ctrl, _ := m["controller"].(map[string]any)
+		if ctrl == nil {
+			ctrl = map[string]any{}
+		}
+		ctrl["trainJobWorkers"] = b.c.trainJobWorkers
+		m["controller"] = ctrl
+		if data, err = yaml.Marshal(m); err != nil {
+			return err
+		}
+		path = filepath.Join(b.c.root, ".dev", "bench-config.yaml")
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			return err
+		}
+		b.managerConfig = path
+	}
+	// Read back as the manager reads it, defaults included.
+	cfg, err := managerconfig.Load(path)
+	if err != nil {
+		return err
+	}
+	b.trainJobWorkers = int(*cfg.Controller.TrainJobWorkers)
+	return nil
+}
+
+// managerArgs are the manager flags of the run.
+func (b *bench) managerArgs() []string {
+	args := []string{"--kube-api-qps=" + strconv.FormatFloat(b.qps, 'f', -1, 64), "--kube-api-burst=" + strconv.Itoa(b.burst)}
+	if b.managerConfig != "" {
+		args = append(args, "--config="+b.managerConfig) // the last --config counts
+	}
+	return args
 }
 
 // restartManager starts the dev manager again with args.
@@ -154,7 +211,7 @@ func (b *bench) logf(format string, args ...any) {
 func (b *bench) machine() map[string]any {
 	return map[string]any{
 		"cpus": runtime.NumCPU(), "memory": memTotal(), "date": time.Now().UTC().Format(time.RFC3339),
-		"managerQPS": b.qps, "managerBurst": b.burst, "kubeControllerManagerQPS": b.qps, "kubeControllerManagerBurst": b.burst,
+		"managerQPS": b.qps, "managerBurst": b.burst, "managerTrainJobWorkers": b.trainJobWorkers, "kubeControllerManagerQPS": b.qps, "kubeControllerManagerBurst": b.burst,
 		"go": runtime.Version(),
 	}
 }

@@ -223,11 +223,6 @@ func (b *bench) footprint(ctx context.Context) (any, error) {
 	return res, err
 }
 
-// managerArgs are the manager flags of the run.
-func (b *bench) managerArgs() []string {
-	return []string{"--kube-api-qps=" + strconv.FormatFloat(b.qps, 'f', -1, 64), "--kube-api-burst=" + strconv.Itoa(b.burst)}
-}
-
 // sampleManager reads the manager's RSS and CPU time from /proc and its
 // heap from its metrics.
 func (b *bench) sampleManager(ctx context.Context) (footprintPoint, error) {

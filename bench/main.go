@@ -37,6 +37,9 @@ type config struct {
 	qps        float64
 	burst      int
 	pprof      bool
+	// trainJobWorkers, when set, overrides the manager configuration's
+	// controller.trainJobWorkers for the run.
+	trainJobWorkers int
 }
 
 func main() {
@@ -57,6 +60,7 @@ func main() {
 	flag.BoolVar(&c.pprof, "pprof", false, "B4: save a 60s CPU profile of the manager from the end of each step's creation, and a heap profile once it settles (b4-<size>-cpu.pprof, b4-<size>-heap.pprof in -out).")
 	flag.Float64Var(&c.qps, "qps", 0, "Client QPS given to both the manager and kube-controller-manager. Default: kube-controller-manager's.")
 	flag.IntVar(&c.burst, "burst", 0, "Client burst given to both. Default: kube-controller-manager's.")
+	flag.IntVar(&c.trainJobWorkers, "trainjob-workers", 0, "The manager's controller.trainJobWorkers for the run (TrainJobs reconciled at once). Default: the dev configuration's.")
 	flag.Parse()
 
 	set := map[string]bool{}
@@ -98,6 +102,9 @@ func main() {
 			fail(fmt.Errorf("-%s must be at least 1", n.name))
 		}
 	}
+	if c.trainJobWorkers < 0 {
+		fail(fmt.Errorf("-trainjob-workers must be at least 1, or 0 for the configuration's"))
+	}
 	if c.root, err = filepath.Abs(c.root); err != nil {
 		fail(err)
 	}
@@ -118,8 +125,8 @@ func run(ctx context.Context, c config) error {
 		return err
 	}
 	defer b.close()
-	b.logf("machine: %d CPUs, %s; client QPS/burst of the manager and of kube-controller-manager: %v/%d",
-		runtime.NumCPU(), memTotal(), b.qps, b.burst)
+	b.logf("machine: %d CPUs, %s; client QPS/burst of the manager and of kube-controller-manager: %v/%d; the manager's TrainJob workers: %d",
+		runtime.NumCPU(), memTotal(), b.qps, b.burst, b.trainJobWorkers)
 	machine, runs := b.machine(), readRuns(filepath.Join(c.out, "machine.json"))
 	machine["scenarios"] = runs
 	version := sourceVersion(c.root)
@@ -151,6 +158,7 @@ func run(ctx context.Context, c config) error {
 		}
 		runs[s.name] = scenarioRun{
 			Date: start.UTC().Format(time.RFC3339), Minutes: time.Since(start).Minutes(), Source: version, Args: os.Args[1:],
+			TrainJobWorkers: b.trainJobWorkers,
 		}
 		b.logf("%s done in %s; results in %s", s.name, time.Since(start).Round(time.Second), c.out)
 	}
@@ -167,6 +175,8 @@ type scenarioRun struct {
 	Minutes float64  `json:"minutes"`
 	Source  string   `json:"source"`
 	Args    []string `json:"args"`
+	// TrainJobWorkers is the manager's controller.trainJobWorkers.
+	TrainJobWorkers int `json:"trainJobWorkers"`
 }
 
 // readRuns returns the scenario runs recorded in machine.json, if any.

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
+	"github.com/trainjob-operator/trainjob-operator/internal/controller/trainjob"
 	"github.com/trainjob-operator/trainjob-operator/internal/dev"
 	utiltesting "github.com/trainjob-operator/trainjob-operator/internal/util/testing"
 )
@@ -51,6 +52,14 @@ type rateStep struct {
 	// that was no longer the latest).
 	ManagerRefused map[string]float64 `json:"managerRefusedPerObject,omitempty"`
 	KCMRequests    map[string]float64 `json:"kubeControllerManagerRequestsPerObject"`
+	// Reconciles are the TrainJob controller's reconciles per TrainJob and
+	// their mean duration: a reconcile holds one of its workers.
+	Reconciles       float64 `json:"managerReconcilesPerTrainJob,omitempty"`
+	ReconcileSeconds float64 `json:"managerReconcileMeanSeconds,omitempty"`
+	// ClusterCPU is the CPU time each process of the cluster used from the
+	// start of the window to the end of the drain; Seconds is that span.
+	ClusterCPU     map[string]float64 `json:"clusterCPUSeconds"`
+	Seconds        float64            `json:"seconds"`
 	RunningSamples []float64          `json:"-"`
 }
 
@@ -111,12 +120,17 @@ func (b *bench) throughput(ctx context.Context) (any, error) {
 	}
 
 	fmt.Fprintf(b.out, "\nB3 throughput: TrainJobs of %d nodes, Pods run %s, TTL 0; goal p99 create→running < %s\n", throughputNodes, throughputRun, runningGoal)
-	fmt.Fprintf(b.out, "%-26s %-8s %-9s %-10s %-34s %-9s %-6s %s\n", "controller", "rate/s", "created", "completed", "create → all Pods running", "drain", "left", "sustained")
+	fmt.Fprintf(b.out, "%-26s %-8s %-9s %-10s %-34s %-9s %-6s %-10s %s\n", "controller", "rate/s", "created", "completed", "create → all Pods running", "drain", "left", "sustained", "cores used: kube-apiserver, all")
 	var pts []series
 	line := map[string]plotter.XYs{}
 	for _, s := range append(slices.Clone(res.Steps), res.KCMSteps...) {
-		fmt.Fprintf(b.out, "%-26s %-8g %-9d %-10d %-34s %-9s %-6d %t\n", s.Controller, s.Rate, s.Created, s.Completed,
-			fmt.Sprintf("p50 %s p99 %s", secs(s.Running.P50), secs(s.Running.P99)), secs(s.Drain), s.LeftOver, s.Sustained)
+		all := 0.0
+		for _, v := range s.ClusterCPU {
+			all += v
+		}
+		fmt.Fprintf(b.out, "%-26s %-8g %-9d %-10d %-34s %-9s %-6d %-10t %.2f, %.2f\n", s.Controller, s.Rate, s.Created, s.Completed,
+			fmt.Sprintf("p50 %s p99 %s", secs(s.Running.P50), secs(s.Running.P99)), secs(s.Drain), s.LeftOver, s.Sustained,
+			s.ClusterCPU["kube-apiserver"]/s.Seconds, all/s.Seconds)
 		line[s.Controller] = append(line[s.Controller], plotter.XY{X: s.Rate, Y: s.Running.P99})
 	}
 	for name, xy := range line {
@@ -250,6 +264,7 @@ func (b *bench) rateStep(ctx context.Context, side string, rate float64) (rateSt
 	if err != nil {
 		return rateStep{}, err
 	}
+	cpuBefore := b.clusterCPU()
 
 	b.logf("B3 %s: %g per second for %s", side, rate, b.c.window)
 	interval := time.Duration(float64(time.Second) / rate)
@@ -288,6 +303,7 @@ func (b *bench) rateStep(ctx context.Context, side string, rate float64) (rateSt
 		return rateStep{}, err
 	}
 	drain := time.Since(windowEnd)
+	cpuAfter := b.clusterCPU()
 	after, err := b.requestCounts(ctx)
 	if err != nil {
 		return rateStep{}, err
@@ -296,7 +312,7 @@ func (b *bench) rateStep(ctx context.Context, side string, rate float64) (rateSt
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	s := rateStep{Controller: side, Rate: rate, Window: b.c.window.Seconds(), Created: n, Completed: len(tr.completed),
-		Drain: drain.Seconds(), LeftOver: left}
+		Drain: drain.Seconds(), LeftOver: left, Seconds: time.Since(start).Seconds(), ClusterCPU: delta(cpuBefore, cpuAfter)}
 	var running []time.Duration
 	for name, c := range tr.created {
 		at, ok := tr.allAt[name]
@@ -325,9 +341,19 @@ func (b *bench) rateStep(ctx context.Context, side string, rate float64) (rateSt
 			}
 		}
 	}
+	if side == ours {
+		if r := after.reconciles - before.reconciles; r > 0 {
+			s.Reconciles = r / float64(n)
+			s.ReconcileSeconds = (after.reconcileSeconds - before.reconcileSeconds) / r
+		}
+	}
 	s.KCMRequests = per(delta(before.kcm, after.kcm))
 	b.logf("  %g/s: %d created, %d completed, create → all Pods running %s; drained in %s, %d left; sustained: %t",
 		rate, n, s.Completed, s.Running, drain.Round(100*time.Millisecond), left, s.Sustained)
+	if side == ours {
+		b.logf("  %.1f reconciles per TrainJob, %.0f ms each on average, %d workers", s.Reconciles, 1000*s.ReconcileSeconds, b.trainJobWorkers)
+	}
+	b.logf("  CPU seconds over %.0fs: %s", s.Seconds, cpuShares(s.ClusterCPU))
 	return s, nil
 }
 
@@ -348,6 +374,9 @@ type requestCounts struct {
 	manager      map[string]float64 // "verb group/resource"
 	managerCodes map[string]float64 // "method code"
 	kcm          map[string]float64 // HTTP method
+	// reconciles and reconcileSeconds are the TrainJob controller's
+	// reconciles and the time they took.
+	reconciles, reconcileSeconds float64
 }
 
 // requestCounts reads the request counters of the manager and of
@@ -369,5 +398,8 @@ func (b *bench) requestCounts(ctx context.Context) (requestCounts, error) {
 		manager:      m.by("trainjob_api_requests_total", "verb", "resource"),
 		managerCodes: m.by("rest_client_requests_total", "method", "code"),
 		kcm:          k.by("rest_client_requests_total", "method"),
+		reconciles:   m.sum("controller_runtime_reconcile_total", map[string]string{"controller": trainjob.ControllerName}),
+		reconcileSeconds: m.sum("controller_runtime_reconcile_time_seconds_sum",
+			map[string]string{"controller": trainjob.ControllerName}),
 	}, nil
 }
