@@ -32,6 +32,7 @@ import (
 	managerconfig "github.com/trainjob-operator/trainjob-operator/internal/config"
 	"github.com/trainjob-operator/trainjob-operator/internal/dev"
 	"github.com/trainjob-operator/trainjob-operator/internal/manager"
+	utiltesting "github.com/trainjob-operator/trainjob-operator/internal/util/testing"
 )
 
 const kcm = "kube-controller-manager"
@@ -373,91 +374,17 @@ func (b *bench) createAll(ctx context.Context, what string, objs []client.Object
 }
 
 // event is one watch event with the time it arrived.
-type event struct {
-	typ watch.EventType
-	obj client.Object
-	at  time.Time
-}
-
-// watchSilence is how long a watch may go without an event or a bookmark
-// before watchAll takes it for stalled.
-const watchSilence = 150 * time.Second
+type event = utiltesting.Event
 
 // watchAll watches the objects of list's kind in ns from now on, and calls
-// fn for each event, with its arrival time, until ctx ends. When a watch
-// ends it starts again from the last version seen; when that is too old,
-// from a fresh list (whose items come as Added).
+// fn for each event, with its arrival time, until ctx ends; a watch that
+// stalls is restarted, and the bench says so, since the events it missed
+// meanwhile arrive late.
 func (b *bench) watchAll(ctx context.Context, ns string, newList func() client.ObjectList, fn func(event)) error {
-	list := newList()
-	if err := b.cl.List(ctx, list, client.InNamespace(ns)); err != nil {
-		return err
-	}
-	rv := list.(metav1.ListInterface).GetResourceVersion()
-	go func() {
-		for ctx.Err() == nil {
-			if rv == "" {
-				l := newList()
-				if err := b.cl.List(ctx, l, client.InNamespace(ns)); err != nil {
-					time.Sleep(200 * time.Millisecond)
-					continue
-				}
-				now := time.Now()
-				items, _ := metaItems(l)
-				for _, o := range items {
-					fn(event{watch.Added, o, now})
-				}
-				rv = l.(metav1.ListInterface).GetResourceVersion()
-			}
-			w, err := b.cl.Watch(ctx, newList(), client.InNamespace(ns),
-				&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true}})
-			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
-				rv = ""
-				continue
-			}
-			if err != nil {
-				time.Sleep(200 * time.Millisecond)
-				continue
-			}
-			// The API server sends a bookmark about every minute. A watch
-			// silent for much longer has stalled: it happened once to a
-			// watch of 10,000 Pods, which stopped receiving events though
-			// the API server had not closed it. It starts again from the
-			// last version seen, and the bench says so, since the events
-			// it missed meanwhile arrive late.
-			silent := time.NewTimer(watchSilence)
-			func() {
-				defer w.Stop()
-				defer silent.Stop()
-				for {
-					select {
-					case <-silent.C:
-						b.logf("  the watch of %T stalled (nothing for %s, not even a bookmark); watching again from version %s", list, watchSilence, rv)
-						return
-					case ev, ok := <-w.ResultChan():
-						if !ok {
-							return
-						}
-						at := time.Now()
-						silent.Reset(watchSilence)
-						if ev.Type == watch.Error {
-							rv = ""
-							return
-						}
-						o, ok := ev.Object.(client.Object)
-						if !ok {
-							continue
-						}
-						rv = o.GetResourceVersion()
-						if ev.Type == watch.Bookmark {
-							continue
-						}
-						fn(event{ev.Type, o, at})
-					}
-				}
-			}()
-		}
-	}()
-	return nil
+	return utiltesting.Watch(ctx, b.cl, ns, newList, fn, func(rv string) {
+		b.logf("  the watch of %T stalled (nothing for %s, not even a bookmark); watching again from version %s",
+			newList(), utiltesting.WatchSilence, rv)
+	})
 }
 
 // watchIn is watchAll over several namespaces: one watch of the cluster,
@@ -468,7 +395,7 @@ func (b *bench) watchIn(ctx context.Context, namespaces []string, newList func()
 	}
 	in := sets.New(namespaces...)
 	return b.watchAll(ctx, metav1.NamespaceAll, newList, func(e event) {
-		if in.Has(e.obj.GetNamespace()) {
+		if in.Has(e.Object.GetNamespace()) {
 			fn(e)
 		}
 	})
@@ -494,8 +421,8 @@ func (b *bench) countWhere(ctx context.Context, namespaces []string, newList fun
 func (c *counter) observe(e event) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	key := client.ObjectKeyFromObject(e.obj)
-	if e.typ == watch.Deleted || !c.matches(e.obj) {
+	key := client.ObjectKeyFromObject(e.Object)
+	if e.Type == watch.Deleted || !c.matches(e.Object) {
 		c.match.Delete(key)
 		return
 	}

@@ -80,19 +80,19 @@ func (t *deadlineTracker) get(name string) *deadlineTrack {
 func (t *deadlineTracker) observe(ev event) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	o := t.get(ev.obj.GetName())
-	start, exceeded := t.read(ev.obj)
+	o := t.get(ev.Object.GetName())
+	start, exceeded := t.read(ev.Object)
 	if start != nil && o.due.IsZero() {
-		o.due = start.Add(t.deadline[ev.obj.GetName()])
+		o.due = start.Add(t.deadline[ev.Object.GetName()])
 	}
 	if exceeded && o.enforced.IsZero() {
-		o.enforced = ev.at
-		o.early = !o.due.IsZero() && ev.at.Before(o.due)
+		o.enforced = ev.At
+		o.early = !o.due.IsZero() && ev.At.Before(o.due)
 	}
 }
 
 func (t *deadlineTracker) observePod(ev event) {
-	pod := ev.obj.(*corev1.Pod)
+	pod := ev.Object.(*corev1.Pod)
 	name := t.owner(pod)
 	if name == "" {
 		return
@@ -100,10 +100,10 @@ func (t *deadlineTracker) observePod(ev event) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	o := t.get(name)
-	if ev.typ == watch.Deleted {
+	if ev.Type == watch.Deleted {
 		delete(o.pods, pod.Name)
 		if len(o.pods) == 0 && !o.enforced.IsZero() {
-			o.podsGone = ev.at
+			o.podsGone = ev.At
 		}
 		return
 	}

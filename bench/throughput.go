@@ -187,7 +187,7 @@ func newPodTracker(owner func(*corev1.Pod) string, finished func(client.Object) 
 }
 
 func (t *podTracker) observePod(ev event) {
-	pod := ev.obj.(*corev1.Pod)
+	pod := ev.Object.(*corev1.Pod)
 	if pod.Status.Phase != corev1.PodRunning && pod.Status.Phase != corev1.PodSucceeded {
 		return
 	}
@@ -199,18 +199,18 @@ func (t *podTracker) observePod(ev event) {
 	}
 	t.running[name][pod.Name] = true
 	if _, done := t.allAt[name]; !done && len(t.running[name]) >= throughputNodes {
-		t.allAt[name] = ev.at
+		t.allAt[name] = ev.At
 	}
 }
 
 func (t *podTracker) observe(ev event) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.finished(ev.obj) {
-		t.completed[ev.obj.GetName()] = true
+	if t.finished(ev.Object) {
+		t.completed[ev.Object.GetName()] = true
 	}
-	if ev.typ == watch.Deleted {
-		t.gone[ev.obj.GetName()] = true
+	if ev.Type == watch.Deleted {
+		t.gone[ev.Object.GetName()] = true
 	}
 }
 

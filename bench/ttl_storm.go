@@ -107,25 +107,25 @@ func newTracker(finish func(client.Object) (time.Time, time.Duration, bool), run
 func (t *tracker) observe(ev event) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	key := client.ObjectKeyFromObject(ev.obj)
+	key := client.ObjectKeyFromObject(ev.Object)
 	o := t.objs[key]
 	if o == nil {
 		o = &tracked{}
 		t.objs[key] = o
 	}
-	if !o.running && t.running(ev.obj) {
+	if !o.running && t.running(ev.Object) {
 		o.running = true
 	}
-	if f, ttl, ok := t.finish(ev.obj); ok && o.finish.IsZero() {
+	if f, ttl, ok := t.finish(ev.Object); ok && o.finish.IsZero() {
 		o.finish, o.ttl = f, ttl
 	}
-	if dt := ev.obj.GetDeletionTimestamp(); dt != nil && o.requested.IsZero() {
-		o.requested, o.deletionTimestamp = ev.at, dt.Time
+	if dt := ev.Object.GetDeletionTimestamp(); dt != nil && o.requested.IsZero() {
+		o.requested, o.deletionTimestamp = ev.At, dt.Time
 	}
-	if ev.typ == watch.Deleted {
-		o.gone = ev.at
+	if ev.Type == watch.Deleted {
+		o.gone = ev.At
 		if o.requested.IsZero() {
-			o.requested = ev.at
+			o.requested = ev.At
 		}
 	}
 }

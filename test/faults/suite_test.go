@@ -24,6 +24,7 @@ import (
 
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
 	"github.com/trainjob-operator/trainjob-operator/internal/dev"
+	utiltesting "github.com/trainjob-operator/trainjob-operator/internal/util/testing"
 )
 
 var (
@@ -80,8 +81,8 @@ type recorder struct {
 // record watches ns until ctx ends, starting over whenever the watch ends.
 func record(ctx context.Context, t *testing.T, ns string) *recorder {
 	r := &recorder{jobs: map[types.UID]*history{}}
-	watchNamespace(ctx, t, ns, func() client.ObjectList { return &trainer.TrainJobList{} }, func(typ watch.EventType, o client.Object) {
-		tj, ok := o.(*trainer.TrainJob)
+	watchNamespace(ctx, t, ns, func() client.ObjectList { return &trainer.TrainJobList{} }, func(ev utiltesting.Event) {
+		tj, ok := ev.Object.(*trainer.TrainJob)
 		if !ok {
 			return
 		}
@@ -93,48 +94,25 @@ func record(ctx context.Context, t *testing.T, ns string) *recorder {
 			r.jobs[tj.UID] = h
 		}
 		h.last = tj.DeepCopy()
-		if typ == watch.Deleted {
-			h.deletedAt = time.Now()
+		if ev.Type == watch.Deleted {
+			h.deletedAt = ev.At
 		}
 	})
 	return r
 }
 
-// watchNamespace watches the objects of newList's kind in ns, from now until
-// ctx ends, and calls fn for each change. When a watch ends it starts again
-// from the last version seen; when that is too old, from the current state
-// (the new watch begins with every object there as Added; deletions missed
-// meanwhile are found by the final audit).
-func watchNamespace(ctx context.Context, t *testing.T, ns string, newList func() client.ObjectList, fn func(watch.EventType, client.Object)) {
-	list := newList()
-	if err := k8s.List(ctx, list, client.InNamespace(ns)); err != nil {
+// watchNamespace calls fn for each change to the objects of newList's kind
+// in ns from now until ctx ends (see utiltesting.Watch: deletions missed
+// while a watch restarts from the current state are found by the final
+// audit).
+func watchNamespace(ctx context.Context, t *testing.T, ns string, newList func() client.ObjectList, fn func(utiltesting.Event)) {
+	t.Helper()
+	err := utiltesting.Watch(ctx, k8s, ns, newList, fn, func(rv string) {
+		t.Logf("the watch of %T in %s stalled; watching again from version %s", newList(), ns, rv)
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
-	rv := list.GetResourceVersion()
-	go func() {
-		for ctx.Err() == nil {
-			w, err := k8s.Watch(ctx, newList(), client.InNamespace(ns), &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true}})
-			if err != nil {
-				time.Sleep(200 * time.Millisecond)
-				continue
-			}
-			for ev := range w.ResultChan() {
-				if ev.Type == watch.Error {
-					rv = ""
-					break
-				}
-				o, ok := ev.Object.(client.Object)
-				if !ok {
-					continue
-				}
-				rv = o.GetResourceVersion()
-				if ev.Type != watch.Bookmark {
-					fn(ev.Type, o)
-				}
-			}
-			w.Stop()
-		}
-	}()
 }
 
 // snapshot returns a copy of the histories.
@@ -167,10 +145,11 @@ type jobCreations struct {
 
 func watchJobCreations(ctx context.Context, t *testing.T, ns string) *jobCreations {
 	c := &jobCreations{uids: map[string]map[types.UID]bool{}}
-	watchNamespace(ctx, t, ns, func() client.ObjectList { return &batchv1.JobList{} }, func(typ watch.EventType, o client.Object) {
-		if typ != watch.Added {
+	watchNamespace(ctx, t, ns, func() client.ObjectList { return &batchv1.JobList{} }, func(ev utiltesting.Event) {
+		if ev.Type != watch.Added {
 			return
 		}
+		o := ev.Object
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		if c.uids[o.GetName()] == nil {
