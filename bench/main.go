@@ -194,14 +194,14 @@ func readRuns(path string) map[string]scenarioRun {
 }
 
 // sourceVersion is the commit of the source under root, marked dirty when
-// files other than the results differ from it.
+// files other than the results and the documentation differ from it.
 func sourceVersion(root string) string {
 	out, err := exec.Command("git", "-C", root, "rev-parse", "--short=12", "HEAD").Output()
 	if err != nil {
 		return "unknown"
 	}
 	v := strings.TrimSpace(string(out))
-	status, err := exec.Command("git", "-C", root, "status", "--porcelain", "--", ".", ":!bench/results").Output()
+	status, err := exec.Command("git", "-C", root, "status", "--porcelain", "--", ".", ":!bench/results", ":!docs", ":!*.md").Output()
 	if err != nil || len(bytes.TrimSpace(status)) > 0 {
 		v += "-dirty"
 	}
