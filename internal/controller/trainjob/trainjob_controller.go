@@ -86,6 +86,7 @@ type Reconciler struct {
 	deadlines *metrics.DueTimes
 	workers   int
 	released  releasedJobs
+	writes    statusWrites
 }
 
 var _ reconcile.Reconciler = (*Reconciler)(nil)
@@ -140,7 +141,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		// The TrainJob is gone: let its children go too.
 		r.deadlines.Delete(req.NamespacedName)
+		r.writes.forget(req.NamespacedName)
 		return ctrl.Result{}, r.releaseLeftovers(ctx, req.NamespacedName)
+	}
+	if w := r.writes.latest(&tj); w != &tj {
+		// The cache has not caught up with our last status write yet.
+		tj = *w
 	}
 	log := ctrl.LoggerFrom(ctx)
 	if managedBy := ptr.Deref(tj.Spec.ManagedBy, trainer.DefaultManagedBy); managedBy != trainer.DefaultManagedBy {
@@ -203,11 +209,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 				// The cache was behind: the newer TrainJob is on its way
 				// through the watch. Decide again on it, quietly.
 				log.V(2).Info("TrainJob changed while it was reconciled; retrying", "error", err.Error())
+				r.writes.forget(req.NamespacedName)
 				return ctrl.Result{RequeueAfter: conflictRetry}, errors.Join(errs...)
 			}
 			return ctrl.Result{}, errors.Join(append(errs, fmt.Errorf("updating status of TrainJob %s: %w", klog.KObj(&tj), err))...)
 		}
 		stored = next
+		r.writes.add(tj.ResourceVersion, next)
 		r.emitEvents(&tj, next)
 		countFinished(&tj, next)
 	}
@@ -345,7 +353,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
-		For(&trainer.TrainJob{}, builder.WithPredicates(trainJobUpdates)).
+		For(&trainer.TrainJob{}, builder.WithPredicates(r.writes.observer(), trainJobUpdates)).
 		Owns(&batchv1.Job{}, builder.WithPredicates(childJobUpdates)).
 		Owns(&corev1.Service{}).
 		Watches(&trainer.ClusterTrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(r.waitingOn(trainer.ClusterTrainingRuntimeKind))).

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
 	"github.com/trainjob-operator/trainjob-operator/internal/metrics"
@@ -634,5 +635,88 @@ func TestRuntimeStartsOnlyWaitingTrainJobs(t *testing.T) {
 	slices.Sort(got)
 	if diff := cmp.Diff([]string{"new", "waiting"}, got); diff != "" {
 		t.Errorf("TrainJobs started by the runtime (-want +got):\n%s", diff)
+	}
+}
+
+// A reconcile that runs before the watch brings the controller's own status
+// write decides on what it wrote, not on the cache's older copy: its write
+// is not refused as a conflict, and the TrainJob does not wait for a retry.
+func TestReconcileFollowsItsOwnWrite(t *testing.T) {
+	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").Obj()
+	var stale *trainer.TrainJob // what a cache behind the writes holds
+	conflicts := 0
+	f := newFixture(t, &interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if got, ok := obj.(*trainer.TrainJob); ok && stale != nil {
+				stale.DeepCopyInto(got)
+				return nil
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			err := c.SubResource(sub).Update(ctx, obj, opts...)
+			if apierrors.IsConflict(err) {
+				conflicts++
+			}
+			return err
+		},
+	}, tj, utiltesting.MakeRuntimeSpec().ClusterRuntime("torch-distributed"))
+
+	before := f.trainJob(t, "tj")
+	if err := f.reconcile(t, "tj"); err != nil { // creates the Job, stores Created
+		t.Fatalf("Reconcile: %v", err)
+	}
+	// The Job starts; the cache has not seen the Created write yet.
+	jobs := f.jobs(t)
+	if len(jobs) != 1 {
+		t.Fatalf("%d Jobs, want 1", len(jobs))
+	}
+	jobs[0].Status.Active = 1
+	if err := f.client.Status().Update(context.Background(), &jobs[0]); err != nil {
+		t.Fatal(err)
+	}
+	stale = before
+	res, err := f.reconcileResult(t, "tj")
+	if err != nil {
+		t.Fatalf("Reconcile: %v", err)
+	}
+	stale = nil
+	if conflicts != 0 || res.RequeueAfter == conflictRetry {
+		t.Errorf("%d conflicting status writes (result %+v), want none: the reconcile decided on the cache's copy", conflicts, res)
+	}
+	got := f.trainJob(t, "tj")
+	if !meta.IsStatusConditionTrue(got.Status.Conditions, trainer.TrainJobCreated) {
+		t.Errorf("Created lost: %v", got.Status.Conditions)
+	}
+	if len(got.Status.JobsStatus) != 1 || got.Status.JobsStatus[0].Active != 1 {
+		t.Errorf("jobsStatus %+v, want the Job active", got.Status.JobsStatus)
+	}
+
+	// Once the cache shows the last write, nothing of it is kept.
+	if n := f.r.writes.len(); n != 1 {
+		t.Errorf("writes remembered before the cache caught up: %d, want 1", n)
+	}
+	if !f.r.writes.observer().Update(event.UpdateEvent{ObjectOld: before, ObjectNew: got}) {
+		t.Error("the observer filtered an update out")
+	}
+	if n := f.r.writes.len(); n != 0 {
+		t.Errorf("writes remembered after the cache caught up: %d, want 0", n)
+	}
+}
+
+// A TrainJob deleted and created again under its name is not mistaken for
+// the one written.
+func TestStatusWritesIgnoreAnotherTrainJobOfTheName(t *testing.T) {
+	var w statusWrites
+	old := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").Obj()
+	old.ResourceVersion = "5"
+	w.add("4", old)
+	again := utiltesting.MakeTrainJob("tj", testNS).UID("uid-2").Obj()
+	again.ResourceVersion = "4"
+	if got := w.latest(again); got != again {
+		t.Errorf("latest gave %s's write for %s", got.UID, again.UID)
+	}
+	if n := w.len(); n != 0 {
+		t.Errorf("%d writes remembered, want 0", n)
 	}
 }

@@ -1,0 +1,117 @@
+package trainjob
+
+import (
+	"slices"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
+)
+
+// maxReplaced bounds the versions remembered for one TrainJob: writes that
+// follow each other faster than the watch are few.
+const maxReplaced = 8
+
+// statusWrites remembers what this process's status writes stored, for each
+// TrainJob, until the cache catches up with them. A reconcile that follows
+// its own write before the watch has brought it (a child Job's change,
+// typically, arrives first) decides on the TrainJob as written rather than
+// on the cache's older copy. Deciding on the older copy costs a write the
+// API server refuses as a conflict, and a second's wait for the retry.
+type statusWrites struct {
+	mu      sync.Mutex
+	written map[types.NamespacedName]*statusWrite
+}
+
+type statusWrite struct {
+	// replaced are the resourceVersions the writes replaced, oldest first:
+	// a cached TrainJob at one of them is behind the write.
+	replaced []string
+	stored   *trainer.TrainJob
+}
+
+// latest returns the TrainJob a reconcile should decide on: the last one
+// this process stored if the cache's copy, cached, is older than it; cached
+// otherwise.
+func (w *statusWrites) latest(cached *trainer.TrainJob) *trainer.TrainJob {
+	key := client.ObjectKeyFromObject(cached)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s := w.written[key]
+	if s == nil {
+		return cached
+	}
+	if s.stored.UID == cached.UID && slices.Contains(s.replaced, cached.ResourceVersion) {
+		return s.stored.DeepCopy()
+	}
+	delete(w.written, key) // the cache has caught up, or moved past the writes
+	return cached
+}
+
+// add records a status write that replaced resourceVersion replaced and
+// stored stored.
+func (w *statusWrites) add(replaced string, stored *trainer.TrainJob) {
+	key := client.ObjectKeyFromObject(stored)
+	cp := stored.DeepCopy()
+	cp.ManagedFields = nil // as in the cache
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.written == nil {
+		w.written = map[types.NamespacedName]*statusWrite{}
+	}
+	s := w.written[key]
+	if s == nil || s.stored.UID != stored.UID {
+		s = &statusWrite{}
+		w.written[key] = s
+	}
+	s.replaced = append(s.replaced, replaced)
+	if len(s.replaced) > maxReplaced {
+		s.replaced = s.replaced[len(s.replaced)-maxReplaced:]
+	}
+	s.stored = cp
+}
+
+// observe forgets the writes to obj once the cache holds a version they did
+// not replace: the cache has caught up.
+func (w *statusWrites) observe(obj client.Object) {
+	key := client.ObjectKeyFromObject(obj)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if s := w.written[key]; s != nil && (s.stored.UID != obj.GetUID() || !slices.Contains(s.replaced, obj.GetResourceVersion())) {
+		delete(w.written, key)
+	}
+}
+
+func (w *statusWrites) forget(key types.NamespacedName) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.written, key)
+}
+
+// len is how many TrainJobs have writes the cache has not caught up with.
+func (w *statusWrites) len() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.written)
+}
+
+// observer is a predicate that passes every event, and lets w see the
+// TrainJob each one brings to the cache, so that w holds only what the
+// cache is behind on. It must come before the predicates that filter:
+// controller-runtime stops at the first that says no.
+func (w *statusWrites) observer() predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			w.observe(e.ObjectNew)
+			return true
+		},
+		DeleteFunc: func(e event.DeleteEvent) bool {
+			w.forget(client.ObjectKeyFromObject(e.Object))
+			return true
+		},
+	}
+}
