@@ -3,6 +3,7 @@ package trainjob
 import (
 	"slices"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -15,6 +16,12 @@ import (
 // maxReplaced bounds the versions remembered for one TrainJob: writes that
 // follow each other faster than the watch are few.
 const maxReplaced = 8
+
+// rememberFor bounds how long a write is remembered. The watch brings it
+// within a second or so; a write whose event came before it was recorded
+// (the watch can beat the response) would otherwise stay until the
+// TrainJob's next event, which for a finished TrainJob may be its deletion.
+const rememberFor = 30 * time.Second
 
 // statusWrites remembers what this process's status writes stored, for each
 // TrainJob, until the cache catches up with them. A reconcile that follows
@@ -73,6 +80,17 @@ func (w *statusWrites) add(replaced string, stored *trainer.TrainJob) {
 		s.replaced = s.replaced[len(s.replaced)-maxReplaced:]
 	}
 	s.stored = cp
+	time.AfterFunc(rememberFor, func() { w.expire(key, cp) })
+}
+
+// expire forgets the write that stored stored, unless a later one replaced
+// it.
+func (w *statusWrites) expire(key types.NamespacedName, stored *trainer.TrainJob) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if s := w.written[key]; s != nil && s.stored == stored {
+		delete(w.written, key)
+	}
 }
 
 // observe forgets the writes to obj once the cache holds a version they did
