@@ -108,7 +108,9 @@ func record(ctx context.Context, t *testing.T, ns string) *recorder {
 func watchNamespace(ctx context.Context, t *testing.T, ns string, newList func() client.ObjectList, fn func(utiltesting.Event)) {
 	t.Helper()
 	err := utiltesting.Watch(ctx, k8s, ns, newList, fn, func(rv string) {
-		t.Logf("the watch of %T in %s stalled; watching again from version %s", newList(), ns, rv)
+		if ctx.Err() == nil { // the test is still running
+			t.Logf("the watch of %T in %s stalled; watching again from version %s", newList(), ns, rv)
+		}
 	})
 	if err != nil {
 		t.Fatal(err)
