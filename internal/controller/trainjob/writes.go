@@ -41,6 +41,12 @@ type statusWrite struct {
 	stored   *trainer.TrainJob
 }
 
+// behind reports whether the cache's TrainJob, of uid at resourceVersion
+// rv, is older than the stored one.
+func (s *statusWrite) behind(uid types.UID, rv string) bool {
+	return s.stored.UID == uid && slices.Contains(s.replaced, rv)
+}
+
 // latest returns the TrainJob a reconcile should decide on: the last one
 // this process stored if the cache's copy, cached, is older than it; cached
 // otherwise.
@@ -52,7 +58,7 @@ func (w *statusWrites) latest(cached *trainer.TrainJob) *trainer.TrainJob {
 	if s == nil {
 		return cached
 	}
-	if s.stored.UID == cached.UID && slices.Contains(s.replaced, cached.ResourceVersion) {
+	if s.behind(cached.UID, cached.ResourceVersion) {
 		return s.stored.DeepCopy()
 	}
 	delete(w.written, key) // the cache has caught up, or moved past the writes
@@ -99,7 +105,7 @@ func (w *statusWrites) observe(obj client.Object) {
 	key := client.ObjectKeyFromObject(obj)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if s := w.written[key]; s != nil && (s.stored.UID != obj.GetUID() || !slices.Contains(s.replaced, obj.GetResourceVersion())) {
+	if s := w.written[key]; s != nil && !s.behind(obj.GetUID(), obj.GetResourceVersion()) {
 		delete(w.written, key)
 	}
 }
