@@ -727,14 +727,14 @@ func TestStatusWritesExpire(t *testing.T) {
 	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").Obj()
 	tj.ResourceVersion = "5"
 	w.add("4", tj)
-	first := w.written[client.ObjectKeyFromObject(tj)].stored
+	first := w.written[client.ObjectKeyFromObject(tj)].seq
 	tj.ResourceVersion = "6"
 	w.add("5", tj)
 	w.expire(client.ObjectKeyFromObject(tj), first)
 	if n := w.len(); n != 1 {
 		t.Fatalf("the first write's expiry dropped the second: %d remembered, want 1", n)
 	}
-	w.expire(client.ObjectKeyFromObject(tj), w.written[client.ObjectKeyFromObject(tj)].stored)
+	w.expire(client.ObjectKeyFromObject(tj), w.written[client.ObjectKeyFromObject(tj)].seq)
 	if n := w.len(); n != 0 {
 		t.Errorf("%d writes remembered after the last expired, want 0", n)
 	}

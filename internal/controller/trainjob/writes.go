@@ -32,6 +32,8 @@ const rememberFor = 30 * time.Second
 type statusWrites struct {
 	mu      sync.Mutex
 	written map[types.NamespacedName]*statusWrite
+	// writes counts the writes recorded; each is known by its number.
+	writes uint64
 }
 
 type statusWrite struct {
@@ -39,6 +41,8 @@ type statusWrite struct {
 	// a cached TrainJob at one of them is behind the write.
 	replaced []string
 	stored   *trainer.TrainJob
+	// seq is the number of the last write.
+	seq uint64
 }
 
 // behind reports whether the cache's TrainJob, of uid at resourceVersion
@@ -86,15 +90,19 @@ func (w *statusWrites) add(replaced string, stored *trainer.TrainJob) {
 		s.replaced = s.replaced[len(s.replaced)-maxReplaced:]
 	}
 	s.stored = cp
-	time.AfterFunc(rememberFor, func() { w.expire(key, cp) })
+	w.writes++
+	s.seq = w.writes
+	// The timer holds the write's number, not its TrainJob, which goes as
+	// soon as the cache catches up.
+	seq := s.seq
+	time.AfterFunc(rememberFor, func() { w.expire(key, seq) })
 }
 
-// expire forgets the write that stored stored, unless a later one replaced
-// it.
-func (w *statusWrites) expire(key types.NamespacedName, stored *trainer.TrainJob) {
+// expire forgets write number seq, unless a later one replaced it.
+func (w *statusWrites) expire(key types.NamespacedName, seq uint64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if s := w.written[key]; s != nil && s.stored == stored {
+	if s := w.written[key]; s != nil && s.seq == seq {
 		delete(w.written, key)
 	}
 }
