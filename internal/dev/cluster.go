@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -34,6 +35,9 @@ import (
 
 //go:embed stages.yaml
 var stages []byte
+
+//go:embed kwokctl.yaml
+var kwokctlConfig []byte
 
 // Options say where the local cluster lives and what it has.
 type Options struct {
@@ -305,8 +309,8 @@ func ensureKwokCluster(ctx context.Context, o Options) error {
 		step(o, "cluster %s exists; starting whatever of it is stopped", o.Name)
 		return kwokctl(ctx, o, "start", "cluster", "--name", o.Name, "--wait", "2m")
 	}
-	stagesPath := filepath.Join(o.WorkDir, "stages.yaml")
-	if err := os.WriteFile(stagesPath, stages, 0o644); err != nil {
+	configPath := filepath.Join(o.WorkDir, "kwok.yaml")
+	if err := os.WriteFile(configPath, slices.Concat(kwokctlConfig, []byte("---\n"), stages), 0o644); err != nil {
 		return err
 	}
 	step(o, "creating cluster %s: etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok from %s", o.Name, o.BinDir)
@@ -320,7 +324,7 @@ func ensureKwokCluster(ctx context.Context, o Options) error {
 		"--kube-scheduler-binary", bin("kube-scheduler"),
 		"--kwok-controller-binary", bin("kwok"),
 		"--kubeconfig", o.Kubeconfig(),
-		"--config", stagesPath,
+		"--config", configPath,
 		// kwok plays every node's kubelet: with the client limits of one
 		// process it would be the slowest part of the cluster, which real
 		// kubelets, one per node, are not.
