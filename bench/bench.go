@@ -330,21 +330,28 @@ func (b *bench) dropNamespaces(ctx context.Context, names ...string) error {
 
 // createAll creates objects with a few workers, reporting progress.
 func (b *bench) createAll(ctx context.Context, what string, objs []client.Object) error {
+	return b.forAll(ctx, "created", what, objs, func(o client.Object) error { return b.cl.Create(ctx, o) })
+}
+
+// forAll calls fn for each object with a few workers, reporting progress
+// as done (a past participle: "created"); it stops at ctx's end and
+// returns the first error.
+func (b *bench) forAll(ctx context.Context, done, what string, objs []client.Object, fn func(client.Object) error) error {
 	var mu sync.Mutex
 	var firstErr error
 	next := make(chan client.Object)
 	var wg sync.WaitGroup
-	done := 0
+	count := 0
 	start := time.Now()
 	for range 16 {
 		wg.Go(func() {
 			for o := range next {
-				err := b.cl.Create(ctx, o)
+				err := fn(o)
 				mu.Lock()
 				if err != nil && firstErr == nil {
-					firstErr = fmt.Errorf("creating %s %s: %w", what, o.GetName(), err)
+					firstErr = fmt.Errorf("%s %s not %s: %w", what, o.GetName(), done, err)
 				}
-				done++
+				count++
 				mu.Unlock()
 			}
 		})
@@ -356,7 +363,7 @@ func (b *bench) createAll(ctx context.Context, what string, objs []client.Object
 		case next <- o:
 		case <-tick.C:
 			mu.Lock()
-			b.logf("  created %d/%d %s", done, len(objs), what)
+			b.logf("  %s %d/%d %s", done, count, len(objs), what)
 			mu.Unlock()
 			next <- o
 		case <-ctx.Done():
@@ -368,7 +375,7 @@ func (b *bench) createAll(ctx context.Context, what string, objs []client.Object
 	close(next)
 	wg.Wait()
 	if firstErr == nil {
-		b.logf("  created %d %s in %s", len(objs), what, time.Since(start).Round(100*time.Millisecond))
+		b.logf("  %s %d %s in %s", done, len(objs), what, time.Since(start).Round(100*time.Millisecond))
 	}
 	return firstErr
 }

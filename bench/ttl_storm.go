@@ -238,9 +238,50 @@ func (b *bench) printTTL(r ttlResult) {
 	fmt.Fprintln(b.out)
 }
 
-// b1Stall is how long B1 waits for the next finish or deletion before it
-// gives up.
+// b1Stall is how long B1 waits for the next object to run, finish or be
+// deleted before it gives up.
 const b1Stall = 5 * time.Minute
+
+// b1Running is how long B1's Pods run until the bench sets their finish
+// time: longer than any side takes to start.
+const b1Running = "1h"
+
+// b1PatchLead is the time B1 allows per Pod to give every Pod its finish
+// time, a few times what an edit takes on two cores with the cluster idle.
+const b1PatchLead = 10 * time.Millisecond
+
+// finishTogether gives every Pod in namespaces that has not ended one
+// finish time, a few seconds after the last of them is expected to be
+// edited, and returns it.
+func (b *bench) finishTogether(ctx context.Context, namespaces []string) (time.Time, error) {
+	var pods []client.Object
+	for _, ns := range namespaces {
+		var l corev1.PodList
+		if err := b.cl.List(ctx, &l, client.InNamespace(ns)); err != nil {
+			return time.Time{}, err
+		}
+		for i := range l.Items {
+			if p := &l.Items[i]; p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+				pods = append(pods, p)
+			}
+		}
+	}
+	finishAt := time.Now().Add(5*time.Second + time.Duration(len(pods))*b1PatchLead).Truncate(time.Second).Add(time.Second)
+	patch := client.RawPatch(types.MergePatchType,
+		fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, completeAt, finishAt.Format(time.RFC3339)))
+	err := b.forAll(ctx, "given their finish time", "Pods", pods, func(p client.Object) error {
+		return client.IgnoreNotFound(b.cl.Patch(ctx, p, patch))
+	})
+	if err != nil {
+		return time.Time{}, err
+	}
+	if late := time.Since(finishAt); late > 0 {
+		b.logf("  the last Pod got its finish time %s after it: the Pods finish over that time", late.Round(100*time.Millisecond))
+	} else {
+		b.logf("  they succeed at %s, in %s", finishAt.Format("15:04:05"), (-late).Round(100*time.Millisecond))
+	}
+	return finishAt, nil
+}
 
 // ttlSide runs one side of B1 in namespaces of its own, perNamespace
 // objects to each.
@@ -253,14 +294,11 @@ func (b *bench) ttlSide(ctx context.Context, side string, n int, ttl int32) (ttl
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
 
-	// Far enough ahead for every Pod to be running by then. On this
-	// machine's two cores the API server is the bound: a TrainJob takes
-	// about 43 writes of the cluster to run, a batch Job about 15 (B3).
-	perObject := 60 * time.Millisecond
-	if side == ours {
-		perObject = 110 * time.Millisecond
-	}
-	finishAt := time.Now().Add(30*time.Second + time.Duration(n)*perObject).Truncate(time.Second)
+	// The Pods are created to run for an hour. Once all of them run, the
+	// bench gives them one finish time, just after its last edit lands
+	// (kwok reads a Pod's stage delay again whenever the Pod changes): the
+	// N objects finish in the same second however long they took to start,
+	// and neither side idles on a lead time sized for the slowest N.
 	objs := make([]client.Object, n)
 	var tr *tracker
 	var list func() client.ObjectList
@@ -270,13 +308,13 @@ func (b *bench) ttlSide(ctx context.Context, side string, n int, ttl int32) (ttl
 		tr, list = newTracker(trainJobFinish, trainJobRunning), func() client.ObjectList { return &trainer.TrainJobList{} }
 		for i := range objs {
 			objs[i] = utiltesting.MakeTrainJob(fmt.Sprintf("tj-%05d", i), namespaces[i/perNamespace]).NumNodes(1).Command("torchrun", "train.py").
-				Annotation(completeAt, finishAt.Format(time.RFC3339)).TTL(ttl).Obj()
+				Annotation(completeAt, b1Running).TTL(ttl).Obj()
 		}
 	default:
 		what = "batch Jobs"
 		tr, list = newTracker(jobFinish, jobRunning), func() client.ObjectList { return &batchv1.JobList{} }
 		for i := range objs {
-			objs[i] = batchJob(fmt.Sprintf("job-%05d", i), namespaces[i/perNamespace], finishAt.Format(time.RFC3339), func(j *batchv1.Job) {
+			objs[i] = batchJob(fmt.Sprintf("job-%05d", i), namespaces[i/perNamespace], b1Running, func(j *batchv1.Job) {
 				j.Spec.TTLSecondsAfterFinished = ptr.To(ttl)
 			})
 		}
@@ -288,7 +326,7 @@ func (b *bench) ttlSide(ctx context.Context, side string, n int, ttl int32) (ttl
 	if err != nil {
 		return ttlSide{}, err
 	}
-	b.logf("B1 %s: %d %s in %d namespace(s), Pods succeed at %s", side, n, what, len(namespaces), finishAt.Format("15:04:05"))
+	b.logf("B1 %s: %d %s in %d namespace(s)", side, n, what, len(namespaces))
 	if err := b.createAll(ctx, what, objs); err != nil {
 		return ttlSide{}, err
 	}
@@ -296,15 +334,24 @@ func (b *bench) ttlSide(ctx context.Context, side string, n int, ttl int32) (ttl
 	// bench watches anyway: a watch of every Pod as well would cost the
 	// bench, starved on two cores, more events than it can take, and the
 	// API server drops watchers that fall behind.
-	err = b.waitFor(ctx, "B1 "+side+" running", time.Until(finishAt), func() (bool, string) {
+	var running int
+	runningSince := time.Now()
+	err = b.waitFor(ctx, "B1 "+side+" running", 24*time.Hour, func() (bool, string) {
 		c := tr.counts()
-		return c.running >= n, fmt.Sprintf("%d of %d running", c.running, n)
+		if c.running != running {
+			running, runningSince = c.running, time.Now()
+		}
+		return c.running >= n || time.Since(runningSince) > b1Stall, fmt.Sprintf("%d of %d running", c.running, n)
 	})
-	if err != nil && ctx.Err() != nil {
+	if err != nil {
 		return ttlSide{}, err
 	}
+	if running < n {
+		b.logf("  B1 %s: %d of %d running, none more for %s; Pods created from now on run for %s", side, running, n, b1Stall, b1Running)
+	}
+	finishAt, err := b.finishTogether(ctx, namespaces)
 	if err != nil {
-		b.logf("  %v: finishes will spread", err)
+		return ttlSide{}, err
 	}
 	// However long the drain takes on this machine, it is measured to its
 	// end; the wait ends early only when nothing finishes and nothing is
