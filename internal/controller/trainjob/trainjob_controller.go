@@ -354,7 +354,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(&trainer.TrainJob{}, builder.WithPredicates(r.writes.observer(), trainJobUpdates)).
-		Owns(&batchv1.Job{}, builder.WithPredicates(childJobUpdates)).
+		Watches(&batchv1.Job{}, enqueueOwnerBatched(childBatchPeriod), builder.WithPredicates(childJobUpdates)).
 		Owns(&corev1.Service{}).
 		Watches(&trainer.ClusterTrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(r.waitingOn(trainer.ClusterTrainingRuntimeKind))).
 		Watches(&trainer.TrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(r.waitingOn(trainer.TrainingRuntimeKind))).

@@ -1,0 +1,67 @@
+package trainjob
+
+import (
+	"context"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
+)
+
+// childBatchPeriod is how long a child Job's change waits before its
+// TrainJob is reconciled. A Job changes several times in quick succession —
+// its Pods created, then ready; its Pods done, then the Job Complete — and
+// each change read at once costs a reconcile and a status write. Waiting a
+// second makes them one, as kube-controller-manager's Job controller does
+// with the Pod events of a Job (syncJobBatchPeriod, also one second).
+// Changes that wait already do not push the reconcile further back.
+const childBatchPeriod = time.Second
+
+// enqueueOwnerBatched enqueues the TrainJob that controls a child object,
+// period after the object's change. On a priority queue, the changes
+// seen in the initial list and resyncs keep their low priority.
+func enqueueOwnerBatched(period time.Duration) handler.EventHandler {
+	add := func(q workqueue.TypedRateLimitingInterface[reconcile.Request], objs ...client.Object) {
+		for _, o := range objs {
+			if req, ok := ownerRequest(o); ok {
+				q.AddAfter(req, period)
+			}
+		}
+	}
+	return handler.Funcs{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(q, e.Object)
+		},
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(q, e.ObjectOld, e.ObjectNew)
+		},
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(q, e.Object)
+		},
+		GenericFunc: func(_ context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(q, e.Object)
+		},
+	}
+}
+
+// ownerRequest is the request of the TrainJob that controls o, if one does.
+func ownerRequest(o client.Object) (reconcile.Request, bool) {
+	if o == nil {
+		return reconcile.Request{}, false
+	}
+	ref := metav1.GetControllerOfNoCopy(o)
+	if ref == nil || ref.Kind != trainer.TrainJobKind {
+		return reconcile.Request{}, false
+	}
+	if gv, err := schema.ParseGroupVersion(ref.APIVersion); err != nil || gv.Group != trainer.GroupVersion.Group {
+		return reconcile.Request{}, false
+	}
+	return reconcile.Request{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: ref.Name}}, true
+}

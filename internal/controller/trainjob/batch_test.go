@@ -1,0 +1,79 @@
+package trainjob
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// delayRecorder records AddAfter; any other way of adding panics on the
+// nil interface it embeds, which fails the test.
+type delayRecorder struct {
+	workqueue.TypedRateLimitingInterface[reconcile.Request]
+	after map[reconcile.Request]time.Duration
+}
+
+func (q *delayRecorder) AddAfter(r reconcile.Request, d time.Duration) { q.after[r] = d }
+
+func TestChildJobEventsWaitTheBatchPeriod(t *testing.T) {
+	owned := func(apiVersion, kind, name string, controller bool) *batchv1.Job {
+		return &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "child", Namespace: "ns", OwnerReferences: []metav1.OwnerReference{{
+			APIVersion: apiVersion, Kind: kind, Name: name, UID: types.UID(name), Controller: ptr.To(controller),
+		}}}}
+	}
+	tj := func(name string) reconcile.Request {
+		return reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: name}}
+	}
+	cases := map[string]struct {
+		send func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request])
+		want map[reconcile.Request]time.Duration
+	}{
+		"a TrainJob's Job changes": {
+			send: func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				j := owned("trainer.kubeflow.org/v1alpha1", "TrainJob", "tj", true)
+				enqueueOwnerBatched(time.Second).Update(ctx, event.UpdateEvent{ObjectOld: j, ObjectNew: j}, q)
+			},
+			want: map[reconcile.Request]time.Duration{tj("tj"): time.Second},
+		},
+		"a TrainJob's Job is created, then deleted": {
+			send: func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				j := owned("trainer.kubeflow.org/v1alpha1", "TrainJob", "tj", true)
+				enqueueOwnerBatched(2*time.Second).Create(ctx, event.CreateEvent{Object: j}, q)
+				enqueueOwnerBatched(2*time.Second).Delete(ctx, event.DeleteEvent{Object: j}, q)
+			},
+			want: map[reconcile.Request]time.Duration{tj("tj"): 2 * time.Second},
+		},
+		"another controller's Job": {
+			send: func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				j := owned("jobset.x-k8s.io/v1alpha2", "TrainJob", "js", true)
+				enqueueOwnerBatched(time.Second).Update(ctx, event.UpdateEvent{ObjectOld: j, ObjectNew: j}, q)
+			},
+			want: map[reconcile.Request]time.Duration{},
+		},
+		"a Job a TrainJob owns without controlling it": {
+			send: func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				j := owned("trainer.kubeflow.org/v1alpha1", "TrainJob", "tj", false)
+				enqueueOwnerBatched(time.Second).Generic(ctx, event.GenericEvent{Object: j}, q)
+			},
+			want: map[reconcile.Request]time.Duration{},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			q := &delayRecorder{after: map[reconcile.Request]time.Duration{}}
+			tc.send(t.Context(), q)
+			if diff := cmp.Diff(tc.want, q.after); diff != "" {
+				t.Errorf("requests added after a delay (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
