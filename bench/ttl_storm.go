@@ -242,6 +242,23 @@ func (b *bench) printTTL(r ttlResult) {
 // deleted before it gives up.
 const b1Stall = 5 * time.Minute
 
+// waitProgressing waits until cond is done, giving up once the progress
+// it reports has not changed for b1Stall, counted from no earlier than
+// from; it returns whether it gave up.
+func waitProgressing[P comparable](ctx context.Context, b *bench, what string, from time.Time, cond func() (done bool, progress P, msg string)) (bool, error) {
+	var last P
+	lastChange, stalled := from, false
+	err := b.waitFor(ctx, what, 24*time.Hour, func() (bool, string) {
+		done, progress, msg := cond()
+		if progress != last {
+			last, lastChange = progress, time.Now()
+		}
+		stalled = time.Since(lastChange) > b1Stall
+		return done || stalled, msg
+	})
+	return stalled, err
+}
+
 // b1Running is how long B1's Pods run until the bench sets their finish
 // time: longer than any side takes to start.
 const b1Running = "1h"
@@ -335,20 +352,15 @@ func (b *bench) ttlSide(ctx context.Context, side string, n int, ttl int32) (ttl
 	// bench watches anyway: a watch of every Pod as well would cost the
 	// bench, starved on two cores, more events than it can take, and the
 	// API server drops watchers that fall behind.
-	var running int
-	runningSince := time.Now()
-	err = b.waitFor(ctx, "B1 "+side+" running", 24*time.Hour, func() (bool, string) {
+	stalled, err := waitProgressing(ctx, b, "B1 "+side+" running", time.Now(), func() (bool, int, string) {
 		c := tr.counts()
-		if c.running != running {
-			running, runningSince = c.running, time.Now()
-		}
-		return c.running >= n || time.Since(runningSince) > b1Stall, fmt.Sprintf("%d of %d running", c.running, n)
+		return c.running >= n, c.running, fmt.Sprintf("%d of %d running", c.running, n)
 	})
 	if err != nil {
 		return ttlSide{}, err
 	}
-	if running < n {
-		b.logf("  B1 %s: %d of %d running, none more for %s; Pods created from now on run for %s", side, running, n, b1Stall, b1Running)
+	if stalled {
+		b.logf("  B1 %s: %d of %d running, none more for %s; Pods created from now on run for %s", side, tr.counts().running, n, b1Stall, b1Running)
 	}
 	finishAt, err := b.finishTogether(ctx, namespaces)
 	if err != nil {
@@ -358,22 +370,15 @@ func (b *bench) ttlSide(ctx context.Context, side string, n int, ttl int32) (ttl
 	// end; the wait ends early only when nothing finishes and nothing is
 	// deleted for b1Stall, counted from the first due time.
 	due := finishAt.Add(time.Duration(ttl) * time.Second)
-	var last trackedCounts
-	lastChange := due
-	stalled := false
-	err = b.waitFor(ctx, "B1 "+side, 24*time.Hour, func() (bool, string) {
+	stalled, err = waitProgressing(ctx, b, "B1 "+side, due, func() (bool, [2]int, string) {
 		c := tr.counts()
-		if c.finished != last.finished || c.gone != last.gone {
-			last, lastChange = c, time.Now()
-		}
-		stalled = time.Since(lastChange) > b1Stall
-		return c.gone == n || stalled, fmt.Sprintf("%d seen, %d finished, %d deleted", c.seen, c.finished, c.gone)
+		return c.gone == n, [2]int{c.finished, c.gone}, fmt.Sprintf("%d seen, %d finished, %d deleted", c.seen, c.finished, c.gone)
 	})
 	if err != nil {
 		return ttlSide{}, err
 	}
 	if stalled {
-		b.logf("  B1 %s: nothing finished or deleted for %s; %d of %d deleted", side, b1Stall, last.gone, n)
+		b.logf("  B1 %s: nothing finished or deleted for %s; %d of %d deleted", side, b1Stall, tr.counts().gone, n)
 	}
 	s := tr.ttlFigures(side, what, n)
 	adds, wait, work, err := b.gcQueue(ctx)
