@@ -147,7 +147,20 @@ func New(restConfig *rest.Config, cfg *configv1alpha1.Configuration, opts Option
 // server cannot start without one.
 func setupWebhook(mgr ctrl.Manager, cfg *configv1alpha1.Webhook) error {
 	register := func() error {
-		if err := trainjobwebhook.NewTrainJobValidator(mgr.GetClient()).SetupWithManager(mgr); err != nil {
+		// The webhook dry-runs the creation of a new TrainJob's Jobs with a
+		// client of its own, without the client-side rate limit: admission
+		// must not queue behind the controllers' writes, nor slow them down,
+		// and it runs only as fast as the API server admits TrainJobs (its
+		// priority and fairness limits them, and so these dry runs).
+		webhookConfig := rest.CopyConfig(mgr.GetConfig())
+		webhookConfig.QPS = -1
+		jobs, err := client.New(webhookConfig, client.Options{
+			Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), HTTPClient: mgr.GetHTTPClient(),
+		})
+		if err != nil {
+			return fmt.Errorf("creating the TrainJob webhook's client: %w", err)
+		}
+		if err := trainjobwebhook.NewTrainJobValidator(mgr.GetClient(), jobs).SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up the TrainJob webhook: %w", err)
 		}
 		return nil

@@ -1,14 +1,20 @@
 // Package webhook holds the validating admission webhook of TrainJobs: the
 // checks the CRD schema cannot express because they look at other objects
-// or at the TrainJob's status.
+// (the runtime, the API server's validation of the Jobs a TrainJob would
+// create), and warnings.
 package webhook
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -19,9 +25,19 @@ import (
 	"github.com/trainjob-operator/trainjob-operator/internal/runtime"
 )
 
-// MinRecommendedTTL is the TTL under which the webhook warns that a finished
-// TrainJob may be gone before anyone looks at it.
-const MinRecommendedTTL = 60
+const (
+	// MinRecommendedTTL is the TTL under which the webhook warns that a
+	// finished TrainJob may be gone before anyone looks at it.
+	MinRecommendedTTL = 60
+
+	// MultiKueueManagedBy is the spec.managedBy of TrainJobs that Kueue's
+	// MultiKueue dispatches to a worker cluster.
+	MultiKueueManagedBy = "kueue.x-k8s.io/multikueue"
+
+	// dryRunTimeout bounds the dry-run creations of a TrainJob's Jobs, well
+	// within the API server's 10 s timeout for calling the webhook.
+	dryRunTimeout = 5 * time.Second
+)
 
 // The webhook checks creations and changes of spec only. An update that
 // leaves spec alone (finalizers, labels; the garbage collector finishing a
@@ -34,13 +50,17 @@ const MinRecommendedTTL = 60
 type TrainJobValidator struct {
 	// reader reads the runtimes a TrainJob references.
 	reader client.Reader
+	// jobs asks the API server, with dry-run creations, whether it would
+	// accept the Jobs of a new TrainJob.
+	jobs client.Writer
 }
 
 var _ admission.Validator[*trainer.TrainJob] = (*TrainJobValidator)(nil)
 
-// NewTrainJobValidator returns a validator reading runtimes through reader.
-func NewTrainJobValidator(reader client.Reader) *TrainJobValidator {
-	return &TrainJobValidator{reader: reader}
+// NewTrainJobValidator returns a validator reading runtimes through reader
+// and dry-running the creation of child Jobs through jobs.
+func NewTrainJobValidator(reader client.Reader, jobs client.Writer) *TrainJobValidator {
+	return &TrainJobValidator{reader: reader, jobs: jobs}
 }
 
 // SetupWithManager registers the webhook with mgr's webhook server.
@@ -50,21 +70,16 @@ func (v *TrainJobValidator) SetupWithManager(mgr ctrl.Manager) error {
 
 // ValidateCreate checks a new TrainJob against its runtime.
 func (v *TrainJobValidator) ValidateCreate(ctx context.Context, tj *trainer.TrainJob) (admission.Warnings, error) {
-	warnings := ttlWarnings(nil, tj)
+	warnings := append(managedByWarnings(tj), ttlWarnings(nil, tj)...)
 	runtimeWarnings, errs := v.validateRuntime(ctx, tj)
 	return append(warnings, runtimeWarnings...), invalid(tj, errs)
 }
 
-// ValidateUpdate checks a changed TrainJob.
+// ValidateUpdate checks a changed TrainJob. What can be said of the change
+// alone (immutable fields, no suspending a finished TrainJob) is in the CRD
+// schema, so that it holds without the webhook.
 func (v *TrainJobValidator) ValidateUpdate(_ context.Context, oldTJ, newTJ *trainer.TrainJob) (admission.Warnings, error) {
-	var errs field.ErrorList
-	if !ptr.Deref(oldTJ.Spec.Suspend, false) && ptr.Deref(newTJ.Spec.Suspend, false) {
-		if c := oldTJ.FinishedCondition(); c != nil {
-			errs = append(errs, field.Forbidden(field.NewPath("spec", "suspend"),
-				fmt.Sprintf("the TrainJob finished (%s, %s); a finished TrainJob cannot be suspended", c.Type, c.Reason)))
-		}
-	}
-	return ttlWarnings(oldTJ, newTJ), invalid(newTJ, errs)
+	return ttlWarnings(oldTJ, newTJ), nil
 }
 
 // ValidateDelete allows every deletion.
@@ -87,9 +102,23 @@ func ttlWarnings(oldTJ, newTJ *trainer.TrainJob) admission.Warnings {
 		*ttl, *ttl, MinRecommendedTTL)}
 }
 
+// managedByWarnings warns about a spec.managedBy that names neither this
+// controller nor MultiKueue: most likely a typo, which would leave the
+// TrainJob to no controller at all, for good (the field is immutable).
+func managedByWarnings(tj *trainer.TrainJob) admission.Warnings {
+	m := ptr.Deref(tj.Spec.ManagedBy, trainer.DefaultManagedBy)
+	if m == trainer.DefaultManagedBy || m == MultiKueueManagedBy {
+		return nil
+	}
+	return admission.Warnings{fmt.Sprintf(
+		"spec.managedBy: %q is neither %s (trainjob-operator) nor %s (Kueue's MultiKueue): trainjob-operator will not run this TrainJob, and unless a controller of that name exists nothing will; managedBy cannot be changed later",
+		m, trainer.DefaultManagedBy, MultiKueueManagedBy)}
+}
+
 // validateRuntime checks that the TrainJob can run on its runtime, with the
-// same function the controller builds its Jobs with. A runtime that does not
-// exist yet is a warning: the TrainJob waits for it.
+// same function the controller builds its Jobs with, then asks the API
+// server whether it would accept those Jobs. A runtime that does not exist
+// yet is a warning: the TrainJob waits for it.
 func (v *TrainJobValidator) validateRuntime(ctx context.Context, tj *trainer.TrainJob) (admission.Warnings, field.ErrorList) {
 	if ptr.Deref(tj.Spec.ManagedBy, trainer.DefaultManagedBy) != trainer.DefaultManagedBy {
 		return nil, nil // another controller runs it, maybe on another cluster
@@ -103,14 +132,134 @@ func (v *TrainJobValidator) validateRuntime(ctx context.Context, tj *trainer.Tra
 		// controller checks again before it creates anything.
 		return admission.Warnings{fmt.Sprintf("spec.runtimeRef: could not read %s %q: %v", rt.Kind, rt.Name, err)}, nil
 	}
-	if _, err := runtime.Build(tj, rt); err != nil {
+	plan, err := runtime.Build(tj, rt)
+	if err != nil {
 		var buildErr *runtime.Error
 		if errors.As(err, &buildErr) {
 			return nil, buildErr.Errs
 		}
 		return nil, field.ErrorList{field.InternalError(field.NewPath("spec"), err)}
 	}
+	warnings, errs := v.nameCollisions(ctx, tj, plan)
+	if len(errs) > 0 {
+		return warnings, errs
+	}
+	dryWarnings, errs := v.dryRunJobs(ctx, tj, rt, plan)
+	return append(warnings, dryWarnings...), errs
+}
+
+// nameCollisions refuses a TrainJob whose Jobs would have the names of
+// another TrainJob's Jobs: child names are <trainjob>-<replicated
+// job>-<index>, so TrainJob a-b with replicated Job c and TrainJob a with
+// replicated Job b-c both want a-b-c-0, and the second would wait for
+// the name for as long as the first keeps it. Only TrainJobs whose names
+// are one a dash-prefix of the other can collide. Another TrainJob's
+// Jobs are those pinned in its status, or, before it has any, those its
+// runtime gives it.
+func (v *TrainJobValidator) nameCollisions(ctx context.Context, tj *trainer.TrainJob, plan *runtime.Plan) (admission.Warnings, field.ErrorList) {
+	var list trainer.TrainJobList
+	if err := v.reader.List(ctx, &list, client.InNamespace(tj.Namespace)); err != nil {
+		return admission.Warnings{fmt.Sprintf("could not check the names of this TrainJob's Jobs against other TrainJobs': %v", err)}, nil
+	}
+	mine := map[string]bool{}
+	for _, job := range plan.Jobs {
+		mine[job.Name] = true
+	}
+	for i := range list.Items {
+		other := &list.Items[i]
+		prefix := strings.HasPrefix(other.Name, tj.Name+"-") || strings.HasPrefix(tj.Name, other.Name+"-")
+		if other.Name == tj.Name || !prefix {
+			continue
+		}
+		for _, name := range v.jobNames(ctx, other) {
+			if mine[name] {
+				return nil, field.ErrorList{field.Invalid(field.NewPath("metadata", "name"), tj.Name, fmt.Sprintf(
+					"Job %s of this TrainJob would have the name of a Job of TrainJob %s: child Jobs are named <trainjob>-<replicated job>-<index>; choose a TrainJob name that is not %s plus a dash and more, nor the start of it",
+					name, other.Name, other.Name))}
+			}
+		}
+	}
 	return nil, nil
+}
+
+// jobNames are the names of a TrainJob's Jobs.
+func (v *TrainJobValidator) jobNames(ctx context.Context, tj *trainer.TrainJob) []string {
+	var names []string
+	for _, js := range tj.Status.JobsStatus {
+		for i := range js.Replicas {
+			names = append(names, runtime.JobName(tj.Name, js.Name, i))
+		}
+	}
+	if names != nil {
+		return names
+	}
+	rt, err := runtime.Resolve(ctx, v.reader, tj)
+	if err != nil {
+		return nil
+	}
+	plan, err := runtime.Build(tj, rt)
+	if err != nil {
+		return nil
+	}
+	for _, job := range plan.Jobs {
+		names = append(names, job.Name)
+	}
+	return names
+}
+
+// dryRunJobs asks the API server to validate the first Job of each
+// replicated Job with a dry-run creation, so that its own Job validation
+// answers for what no rule here foresaw (the replicas of a replicated Job
+// differ only in their names and indexes). A refusal as Invalid refuses the
+// TrainJob with the API server's message: the controller could never create
+// that Job. Any other error (a quota, a timeout, a name already taken) is a
+// warning: it may pass, and the controller reports it if it does not.
+func (v *TrainJobValidator) dryRunJobs(ctx context.Context, tj *trainer.TrainJob, rt runtime.Runtime, plan *runtime.Plan) (admission.Warnings, field.ErrorList) {
+	ctx, cancel := context.WithTimeout(ctx, dryRunTimeout)
+	defer cancel()
+	rjobsPath := field.NewPath("runtime").Key(rt.Kind+"/"+rt.Name).Child("spec", "template", "spec", "replicatedJobs")
+	var warnings admission.Warnings
+	var errs field.ErrorList
+	for i, job := range firstJobs(plan) {
+		job = job.DeepCopy()
+		if tj.UID == "" {
+			// The API server sets the UID of a TrainJob before it calls the
+			// webhook on CREATE; without one (another caller), the owner
+			// reference would be refused for that alone.
+			uid := types.UID(uuid.NewUUID())
+			for j := range job.OwnerReferences {
+				job.OwnerReferences[j].UID = uid
+			}
+		}
+		err := v.jobs.Create(ctx, job, client.DryRunAll)
+		switch {
+		case err == nil:
+		case apierrors.IsInvalid(err):
+			errs = append(errs, field.Invalid(rjobsPath.Index(i), plan.Steps[i].Name, fmt.Sprintf(
+				"the API server refuses the Jobs of replicated Job %q of %s %q: %v",
+				plan.Steps[i].Name, rt.Kind, rt.Name, err)))
+		default:
+			warnings = append(warnings, fmt.Sprintf(
+				"could not check that the API server accepts Job %s of replicated Job %q (dry run): %v",
+				job.Name, plan.Steps[i].Name, err))
+			if ctx.Err() != nil {
+				return warnings, errs // out of time: the next ones would say the same
+			}
+		}
+	}
+	return warnings, errs
+}
+
+// firstJobs returns the Job of replica 0 of each step of plan, in the order
+// of plan.Steps.
+func firstJobs(plan *runtime.Plan) []*batchv1.Job {
+	jobs := make([]*batchv1.Job, 0, len(plan.Steps))
+	next := 0
+	for _, step := range plan.Steps {
+		jobs = append(jobs, plan.Jobs[next])
+		next += int(step.Replicas)
+	}
+	return jobs
 }
 
 func invalid(tj *trainer.TrainJob, errs field.ErrorList) error {

@@ -9,9 +9,14 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -21,15 +26,39 @@ import (
 	utiltesting "github.com/trainjob-operator/trainjob-operator/internal/util/testing"
 )
 
-func reader(t *testing.T, funcs *interceptor.Funcs, objs ...client.Object) client.Reader {
+// fakeClient is the API server the webhook reads runtimes from and
+// dry-runs Jobs on, holding objs.
+func fakeClient(t *testing.T, funcs *interceptor.Funcs, objs ...client.Object) client.Client {
 	t.Helper()
 	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(trainer.AddToScheme(s))
 	b := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...)
 	if funcs != nil {
 		b = b.WithInterceptorFuncs(*funcs)
 	}
 	return b.Build()
+}
+
+func validator(t *testing.T, funcs *interceptor.Funcs, objs ...client.Object) *TrainJobValidator {
+	t.Helper()
+	c := fakeClient(t, funcs, objs...)
+	return NewTrainJobValidator(c, c)
+}
+
+// refuseJobs makes the API server refuse the creation of Jobs with err.
+func refuseJobs(err error) *interceptor.Funcs {
+	return &interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+		if _, ok := obj.(*batchv1.Job); ok {
+			return err
+		}
+		return c.Create(ctx, obj, opts...)
+	}}
+}
+
+// jobInvalid is the API server's answer to a Job its validation refuses.
+func jobInvalid(name string, errs ...*field.Error) error {
+	return apierrors.NewInvalid(batchv1.SchemeGroupVersion.WithKind("Job").GroupKind(), name, errs)
 }
 
 func TestValidateCreate(t *testing.T) {
@@ -73,11 +102,37 @@ func TestValidateCreate(t *testing.T) {
 		"managed elsewhere: runtime not checked": {
 			trainJob: utiltesting.MakeTrainJob("tj", "ns").RuntimeRef(trainer.TrainingRuntimeKind, "mine").
 				Env("PET_NODE_RANK", "0").ManagedBy("kueue.x-k8s.io/multikueue").Obj(),
+			funcs: refuseJobs(jobInvalid("tj-node-0", field.Required(field.NewPath("spec", "completions"), ""))),
+		},
+		"managed by an unknown controller: warning": {
+			trainJob:     utiltesting.MakeTrainJob("tj", "ns").ManagedBy("trainer.kubeflow.org/trainjob-controler").Obj(),
+			wantWarnings: admission.Warnings{`spec.managedBy: "trainer.kubeflow.org/trainjob-controler" is neither trainer.kubeflow.org/trainjob-controller (trainjob-operator) nor kueue.x-k8s.io/multikueue (Kueue's MultiKueue): trainjob-operator will not run this TrainJob, and unless a controller of that name exists nothing will; managedBy cannot be changed later`},
+		},
+		"Job refused by the API server: rejected with its message": {
+			trainJob: utiltesting.MakeTrainJob("tj", "ns").Obj(),
+			funcs: refuseJobs(jobInvalid("tj-node-0",
+				field.Required(field.NewPath("spec", "template", "spec", "restartPolicy"), `valid values: "OnFailure", "Never"`))),
+			wantErrs: []string{
+				`TrainJob.trainer.kubeflow.org "tj" is invalid`,
+				`runtime[ClusterTrainingRuntime/torch-distributed].spec.template.spec.replicatedJobs[0]: Invalid value: "node": the API server refuses the Jobs of replicated Job "node" of ClusterTrainingRuntime "torch-distributed"`,
+				`Job.batch "tj-node-0" is invalid: spec.template.spec.restartPolicy: Required value: valid values: "OnFailure", "Never"`,
+			},
+		},
+		"Job creation forbidden by a quota: warning, not a rejection": {
+			trainJob: utiltesting.MakeTrainJob("tj", "ns").Obj(),
+			funcs: refuseJobs(apierrors.NewForbidden(batchv1.Resource("jobs"), "tj-node-0",
+				errors.New("exceeded quota: jobs, requested: count/jobs.batch=1, used: count/jobs.batch=0, limited: count/jobs.batch=0"))),
+			wantWarnings: admission.Warnings{`could not check that the API server accepts Job tj-node-0 of replicated Job "node" (dry run): jobs.batch "tj-node-0" is forbidden: exceeded quota: jobs, requested: count/jobs.batch=1, used: count/jobs.batch=0, limited: count/jobs.batch=0`},
+		},
+		"Job dry run times out: warning, not a rejection": {
+			trainJob:     utiltesting.MakeTrainJob("tj", "ns").Obj(),
+			funcs:        refuseJobs(apierrors.NewTimeoutError("request did not complete within requested timeout", 0)),
+			wantWarnings: admission.Warnings{`could not check that the API server accepts Job tj-node-0 of replicated Job "node" (dry run): Timeout: request did not complete within requested timeout`},
 		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			v := NewTrainJobValidator(reader(t, tc.funcs, torch))
+			v := validator(t, tc.funcs, torch)
 			warnings, err := v.ValidateCreate(context.Background(), tc.trainJob)
 			if diff := cmp.Diff(tc.wantWarnings, warnings, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("warnings (-want +got):\n%s", diff)
@@ -99,11 +154,6 @@ func TestValidateUpdate(t *testing.T) {
 		"suspend a running TrainJob": {
 			oldTJ: running.Clone().Obj(),
 			newTJ: running.Clone().Suspend(true).Obj(),
-		},
-		"suspend a finished TrainJob: rejected": {
-			oldTJ:    done.Clone().Obj(),
-			newTJ:    done.Clone().Suspend(true).Obj(),
-			wantErrs: []string{"spec.suspend: Forbidden: the TrainJob finished (Complete, AllJobsCompleted); a finished TrainJob cannot be suspended"},
 		},
 		"resume a TrainJob that failed while suspended": {
 			oldTJ: done.Clone().Suspend(true).Obj(),
@@ -129,13 +179,90 @@ func TestValidateUpdate(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			v := NewTrainJobValidator(reader(t, nil))
+			v := validator(t, nil)
 			warnings, err := v.ValidateUpdate(context.Background(), tc.oldTJ, tc.newTJ)
 			if diff := cmp.Diff(tc.wantWarnings, warnings, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("warnings (-want +got):\n%s", diff)
 			}
 			checkErr(t, err, tc.wantErrs)
 		})
+	}
+}
+
+// The API server validates the first Job of every replicated Job, created
+// as the controller would create it, owned by the TrainJob, without storing
+// anything.
+func TestValidateCreateDryRunsTheFirstJobOfEachStep(t *testing.T) {
+	rt := utiltesting.MakeRuntimeSpec().Torch().
+		ReplicatedJob(utiltesting.MakeReplicatedJob("ps").Replicas(3).Obj()).
+		ReplicatedJob(utiltesting.MakeReplicatedJob("eval").Completions(2).Obj()).
+		ClusterRuntime("torch-distributed")
+	cases := map[string]struct {
+		uid string
+	}{
+		"with the UID the API server set": {uid: "0b0e5a1c-8f5e-4a47-9a3b-1c2d3e4f5a6b"},
+		"without a UID":                   {},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var created []string
+			funcs := &interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+				job := obj.(*batchv1.Job)
+				o := &client.CreateOptions{}
+				o.ApplyOptions(opts)
+				if diff := cmp.Diff([]string{metav1.DryRunAll}, o.DryRun); diff != "" {
+					t.Errorf("Job %s created without dry run (-want +got):\n%s", job.Name, diff)
+				}
+				owner := metav1.GetControllerOf(job)
+				switch {
+				case owner == nil || owner.Kind != trainer.TrainJobKind || owner.Name != "tj":
+					t.Errorf("Job %s: controller = %+v, want TrainJob tj", job.Name, owner)
+				case tc.uid != "" && owner.UID != types.UID(tc.uid):
+					t.Errorf("Job %s: owner UID = %q, want the TrainJob's %q", job.Name, owner.UID, tc.uid)
+				case owner.UID == "":
+					t.Errorf("Job %s: owner reference without a UID, which the API server refuses", job.Name)
+				}
+				created = append(created, job.Name)
+				return c.Create(ctx, obj, opts...)
+			}}
+			c := fakeClient(t, funcs, rt)
+			warnings, err := NewTrainJobValidator(c, c).ValidateCreate(context.Background(),
+				utiltesting.MakeTrainJob("tj", "ns").UID(tc.uid).Obj())
+			if err != nil || len(warnings) > 0 {
+				t.Fatalf("ValidateCreate = %q, %v; want no warning and no error", warnings, err)
+			}
+			if diff := cmp.Diff([]string{"tj-node-0", "tj-ps-0", "tj-eval-0"}, created); diff != "" {
+				t.Errorf("Jobs dry-run (-want +got):\n%s", diff)
+			}
+			var jobs batchv1.JobList
+			if err := c.List(context.Background(), &jobs); err != nil || len(jobs.Items) > 0 {
+				t.Errorf("Jobs stored: %d (err %v), want none", len(jobs.Items), err)
+			}
+		})
+	}
+}
+
+// Each replicated Job whose Jobs the API server refuses is named, with the
+// API server's reason.
+func TestValidateCreateNamesEachRefusedStep(t *testing.T) {
+	rt := utiltesting.MakeRuntimeSpec().
+		ReplicatedJob(utiltesting.MakeReplicatedJob("ps").Obj()).
+		ReplicatedJob(utiltesting.MakeReplicatedJob("eval").Obj()).
+		Runtime("mine", "ns")
+	funcs := &interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+		if obj.GetName() == "tj-node-0" {
+			return c.Create(ctx, obj, opts...)
+		}
+		return jobInvalid(obj.GetName(), field.Invalid(field.NewPath("spec", "backoffLimit"), -1, "must be greater than or equal to 0"))
+	}}
+	_, err := validator(t, funcs, rt).ValidateCreate(context.Background(),
+		utiltesting.MakeTrainJob("tj", "ns").RuntimeRef(trainer.TrainingRuntimeKind, "mine").Obj())
+	checkErr(t, err, []string{
+		`runtime[TrainingRuntime/mine].spec.template.spec.replicatedJobs[1]: Invalid value: "ps": the API server refuses the Jobs of replicated Job "ps" of TrainingRuntime "mine": Job.batch "tj-ps-0" is invalid: spec.backoffLimit: Invalid value: -1: must be greater than or equal to 0`,
+		`runtime[TrainingRuntime/mine].spec.template.spec.replicatedJobs[2]: Invalid value: "eval": the API server refuses the Jobs of replicated Job "eval" of TrainingRuntime "mine": Job.batch "tj-eval-0" is invalid`,
+	})
+	if err != nil && strings.Contains(err.Error(), `"node"`) {
+		t.Errorf("the trainer step, which the API server accepts, is named in the error: %v", err)
 	}
 }
 
@@ -154,5 +281,54 @@ func checkErr(t *testing.T, err error, want []string) {
 		if !strings.Contains(err.Error(), w) {
 			t.Errorf("error %q does not mention %q", err, w)
 		}
+	}
+}
+
+// Child Jobs are named <trainjob>-<replicated job>-<index>: a TrainJob
+// whose Jobs would take the names of another TrainJob's is refused, with
+// both named.
+func TestValidateCreateRefusesCollidingJobNames(t *testing.T) {
+	bc := utiltesting.MakeRuntimeSpec().ReplicatedJobs(utiltesting.MakeReplicatedJob("b-c").Obj()).ClusterRuntime("b-c")
+	c := utiltesting.MakeRuntimeSpec().ReplicatedJobs(utiltesting.MakeReplicatedJob("c").Obj()).ClusterRuntime("c")
+	aB := utiltesting.MakeTrainJob("a-b", "ns").RuntimeRef(trainer.ClusterTrainingRuntimeKind, "c")
+	a := utiltesting.MakeTrainJob("a", "ns").RuntimeRef(trainer.ClusterTrainingRuntimeKind, "b-c")
+	cases := map[string]struct {
+		existing *trainer.TrainJob
+		trainJob *trainer.TrainJob
+		wantErr  string
+	}{
+		"the other's Jobs pinned in its status": {
+			existing: aB.Clone().JobsStatus(trainer.JobStatus{Name: "c", Replicas: 1}).Obj(),
+			trainJob: a.Clone().Obj(),
+			wantErr:  "Job a-b-c-0 of this TrainJob would have the name of a Job of TrainJob a-b",
+		},
+		"the other's Jobs not created yet: from its runtime": {
+			existing: a.Clone().Obj(),
+			trainJob: aB.Clone().Obj(),
+			wantErr:  "Job a-b-c-0 of this TrainJob would have the name of a Job of TrainJob a",
+		},
+		"prefix names that do not collide": {
+			existing: utiltesting.MakeTrainJob("a", "ns").RuntimeRef(trainer.ClusterTrainingRuntimeKind, "c").Obj(),
+			trainJob: aB.Clone().Obj(),
+		},
+		"another namespace": {
+			existing: utiltesting.MakeTrainJob("a", "other").RuntimeRef(trainer.ClusterTrainingRuntimeKind, "b-c").Obj(),
+			trainJob: aB.Clone().Obj(),
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			v := validator(t, nil, bc, c, tc.existing)
+			_, err := v.ValidateCreate(context.Background(), tc.trainJob)
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Errorf("refused: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("error %v, want one saying %q", err, tc.wantErr)
+			}
+		})
 	}
 }

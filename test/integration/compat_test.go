@@ -16,7 +16,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	configv1alpha1 "github.com/trainjob-operator/trainjob-operator/api/config/v1alpha1"
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
+	"github.com/trainjob-operator/trainjob-operator/internal/config"
+	utiltesting "github.com/trainjob-operator/trainjob-operator/internal/util/testing"
+	"github.com/trainjob-operator/trainjob-operator/internal/webhook"
 )
 
 // compatDir holds Kubeflow Trainer YAML that must apply and run unchanged.
@@ -220,6 +224,124 @@ func TestShippedManifestsApply(t *testing.T) {
 	for _, f := range samples {
 		if out, err := kubectl(t, "apply", "--dry-run=server", "-n", ns, "-f", f); err != nil {
 			t.Errorf("kubectl apply -f %s: %v\n%s", filepath.Base(f), err, out)
+		}
+	}
+}
+
+// What the controller reads only when it creates the Jobs, or what makes no
+// sense once a TrainJob finished, cannot be changed afterwards: refused by
+// the CRD schema itself, so without the webhook too (which does not check
+// any of it).
+func TestSchemaRefusesChangesItWouldIgnore(t *testing.T) {
+	ns := newNamespace(t)
+	// Managed by MultiKueue, so that no controller here writes to them.
+	plain := utiltesting.MakeTrainJob("plain", ns).ManagedBy(webhook.MultiKueueManagedBy).Label("team", "a")
+	plain.Spec.Labels = map[string]string{"team": "a"}
+	withTrainer := utiltesting.MakeTrainJob("with-trainer", ns).ManagedBy(webhook.MultiKueueManagedBy).NumNodes(2)
+	withTrainer.Spec.Annotations = map[string]string{"note": "a"}
+	for _, tj := range []*trainer.TrainJob{plain.Obj(), withTrainer.Obj()} {
+		create(t, tj)
+	}
+	// plain finished; suspending it must be refused.
+	done, err := getTrainJob(ns, "plain")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done.Status.Conditions = []metav1.Condition{{Type: trainer.TrainJobComplete, Status: metav1.ConditionTrue,
+		Reason: trainer.TrainJobJobsCompletedReason, Message: "done", LastTransitionTime: metav1.Now()}}
+	if err := k8s.Status().Update(context.Background(), done); err != nil {
+		t.Fatalf("recording that plain finished: %v", err)
+	}
+
+	cases := map[string]struct {
+		name   string
+		change func(*trainer.TrainJob)
+		want   []string // refused with these; accepted when empty
+	}{
+		"add trainer": {
+			name:   "plain",
+			change: func(tj *trainer.TrainJob) { tj.Spec.Trainer = &trainer.Trainer{NumNodes: ptr.To[int32](4)} },
+			want:   []string{"spec.trainer", "cannot be added or removed"},
+		},
+		"remove trainer": {
+			name:   "with-trainer",
+			change: func(tj *trainer.TrainJob) { tj.Spec.Trainer = nil },
+			want:   []string{"spec.trainer", "cannot be added or removed"},
+		},
+		"change labels": {
+			name:   "plain",
+			change: func(tj *trainer.TrainJob) { tj.Spec.Labels["team"] = "b" },
+			want:   []string{"spec.labels", "labels are immutable", "when they are created"},
+		},
+		"remove labels": {
+			name:   "plain",
+			change: func(tj *trainer.TrainJob) { tj.Spec.Labels = nil },
+			want:   []string{"spec.labels", "labels are immutable"},
+		},
+		"add annotations": {
+			name:   "plain",
+			change: func(tj *trainer.TrainJob) { tj.Spec.Annotations = map[string]string{"note": "b"} },
+			want:   []string{"spec.annotations", "annotations are immutable"},
+		},
+		"change annotations": {
+			name:   "with-trainer",
+			change: func(tj *trainer.TrainJob) { tj.Spec.Annotations["note"] = "b" },
+			want:   []string{"spec.annotations", "annotations are immutable"},
+		},
+		"change the TrainJob's own labels": {
+			name:   "plain",
+			change: func(tj *trainer.TrainJob) { tj.Labels["team"] = "b" },
+		},
+		"suspend a finished TrainJob": {
+			name:   "plain",
+			change: func(tj *trainer.TrainJob) { tj.Spec.Suspend = ptr.To(true) },
+			want:   []string{"spec.suspend: Forbidden: the TrainJob finished (it is Complete or Failed); a finished TrainJob cannot be suspended"},
+		},
+		"change the TTL of a finished TrainJob": {
+			name:   "plain",
+			change: func(tj *trainer.TrainJob) { tj.Spec.TTLSecondsAfterFinished = ptr.To[int32](3600) },
+		},
+		"suspend a TrainJob that has not finished": {
+			name:   "with-trainer",
+			change: func(tj *trainer.TrainJob) { tj.Spec.Suspend = ptr.To(true) },
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			tj, err := getTrainJob(ns, tc.name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.change(tj)
+			err = k8s.Update(context.Background(), tj, client.DryRunAll)
+			if len(tc.want) == 0 {
+				if err != nil {
+					t.Fatalf("refused, want accepted: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("accepted, want refused with %q", tc.want)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error does not mention %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+}
+
+// The configuration shipped with the Deployment deletes nothing: retention
+// is opt-in (KEP-1618).
+func TestShippedConfigurationKeepsEverything(t *testing.T) {
+	cfg, err := config.Load(filepath.Join(repoRoot, "config", "manager", "config.yaml"))
+	if err != nil {
+		t.Fatalf("loading the shipped configuration: %v", err)
+	}
+	if p := cfg.ObjectRetentionPolicies; p != nil && p.TrainJobs != nil {
+		if diff := cmp.Diff(&configv1alpha1.TrainJobRetentionPolicy{}, p.TrainJobs); diff != "" {
+			t.Errorf("the shipped configuration has retention policies (-want +got):\n%s", diff)
 		}
 	}
 }

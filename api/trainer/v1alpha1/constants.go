@@ -35,4 +35,9 @@ const (
 	// that a child deleted early never makes a TrainJob re-run or forget a
 	// failure.
 	JobTrackingFinalizer = "trainer.kubeflow.org/job-tracking"
+
+	// KueueQueueNameLabel names the Kueue LocalQueue a TrainJob is queued
+	// in. Kueue keeps such a TrainJob suspended while it waits for
+	// admission, and suspends it again when it is preempted.
+	KueueQueueNameLabel = "kueue.x-k8s.io/queue-name"
 )

@@ -23,8 +23,9 @@ const (
 	// referenced runtime does not exist yet).
 	TrainJobCreated = "Created"
 
-	// TrainJobSuspended is True while spec.suspend is true and no child Pod is
-	// active any more. It becomes False, with reason Resumed, on resume.
+	// TrainJobSuspended is True while spec.suspend is true and every child
+	// Job has been seen with no Pod left; False with reason Suspending until
+	// then. It becomes False, with reason Resumed, on resume.
 	TrainJobSuspended = "Suspended"
 
 	// TrainJobComplete is True once every trainer Job succeeded. Terminal.
@@ -44,9 +45,27 @@ const (
 	// TrainJobInvalidRuntimeReason is the Created=False reason when the
 	// TrainJob and its runtime cannot be turned into Jobs.
 	TrainJobInvalidRuntimeReason = "InvalidRuntime"
+	// TrainJobNameTakenReason is the Created=False reason when a child's
+	// name is held by an object the TrainJob does not own (a Job of an
+	// earlier TrainJob of the same name still being deleted, or of another
+	// TrainJob). The TrainJob starts once the name is free.
+	TrainJobNameTakenReason = "NameTaken"
+	// TrainJobJobRefusedReason is the Created=False reason when the API
+	// server refused to create a child Job (a quota, an admission webhook,
+	// Job validation); the message is the API server's.
+	TrainJobJobRefusedReason = "JobRefused"
+	// TrainJobRuntimeChangedReason is the Created=False reason when the
+	// runtime changed, between the creation of some of the TrainJob's Jobs
+	// and the others, in a way that no longer gives the replicated Jobs the
+	// TrainJob started with.
+	TrainJobRuntimeChangedReason = "RuntimeChanged"
 
 	// TrainJobSuspendedReason is the Suspended=True reason.
 	TrainJobSuspendedReason = "Suspended"
+	// TrainJobSuspendingReason is the Suspended=False reason while the
+	// TrainJob is suspended but Pods of its Jobs are still running or not
+	// every Job has been seen without them yet.
+	TrainJobSuspendingReason = "Suspending"
 	// TrainJobResumedReason is the Suspended=False reason after a resume.
 	TrainJobResumedReason = "Resumed"
 
@@ -76,6 +95,7 @@ const (
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a lowercase RFC 1035 label: start with a letter, then letters, digits or '-'"
 // +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63",message="metadata.name must be no more than 63 characters"
+// +kubebuilder:validation:XValidation:rule="!has(self.spec) || !has(self.spec.suspend) || !self.spec.suspend || (has(oldSelf.spec) && has(oldSelf.spec.suspend) && oldSelf.spec.suspend) || !has(oldSelf.status) || !has(oldSelf.status.conditions) || !oldSelf.status.conditions.exists(c, c.type in ['Complete', 'Failed'] && c.status == 'True')",fieldPath=".spec.suspend",reason=FieldValueForbidden,message="the TrainJob finished (it is Complete or Failed); a finished TrainJob cannot be suspended"
 
 // TrainJob runs a distributed training job described by a training runtime.
 type TrainJob struct {
@@ -106,6 +126,9 @@ type TrainJobList struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.runtimePatches)",fieldPath=".runtimePatches",message="runtimePatches is not supported by trainjob-operator yet: put the changes in a TrainingRuntime of your own"
 // +kubebuilder:validation:XValidation:rule="!has(self.podTemplateOverrides)",fieldPath=".podTemplateOverrides",message="podTemplateOverrides is not supported by trainjob-operator yet: put the changes in a TrainingRuntime of your own"
 // +kubebuilder:validation:XValidation:rule="!has(self.podSpecOverrides)",fieldPath=".podSpecOverrides",message="podSpecOverrides is not supported by trainjob-operator yet: put the changes in a TrainingRuntime of your own"
+// +kubebuilder:validation:XValidation:rule="has(self.trainer) == has(oldSelf.trainer)",fieldPath=".trainer",message="trainer is immutable: it cannot be added or removed once the TrainJob exists"
+// +kubebuilder:validation:XValidation:rule="has(self.labels) == has(oldSelf.labels) || size(has(self.labels) ? self.labels : oldSelf.labels) == 0",fieldPath=".labels",message="labels are immutable: they are given to the TrainJob's Jobs when they are created, so a change would not reach them"
+// +kubebuilder:validation:XValidation:rule="has(self.annotations) == has(oldSelf.annotations) || size(has(self.annotations) ? self.annotations : oldSelf.annotations) == 0",fieldPath=".annotations",message="annotations are immutable: they are given to the TrainJob's Jobs when they are created, so a change would not reach them"
 type TrainJobSpec struct {
 	// runtimeRef references the training runtime the TrainJob runs on.
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="runtimeRef is immutable"
@@ -118,16 +141,21 @@ type TrainJobSpec struct {
 	// +optional
 	Trainer *Trainer `json:"trainer,omitempty"`
 
-	// labels are added to the child Jobs of the TrainJob.
+	// labels are added to the child Jobs of the TrainJob when they are
+	// created. They are immutable.
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="labels are immutable: they are given to the TrainJob's Jobs when they are created, so a change would not reach them"
 	// +optional
 	Labels map[string]string `json:"labels,omitempty"`
 
-	// annotations are added to the child Jobs of the TrainJob.
+	// annotations are added to the child Jobs of the TrainJob when they are
+	// created. They are immutable.
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="annotations are immutable: they are given to the TrainJob's Jobs when they are created, so a change would not reach them"
 	// +optional
 	Annotations map[string]string `json:"annotations,omitempty"`
 
 	// suspend suspends the TrainJob: the child Jobs are suspended and their
-	// Pods deleted. Resuming restarts them; completed work is kept.
+	// Pods deleted. Resuming restarts them; completed work is kept. A
+	// finished (Complete or Failed) TrainJob cannot be suspended.
 	// +kubebuilder:default=false
 	// +optional
 	Suspend *bool `json:"suspend,omitempty"`
@@ -269,8 +297,10 @@ type TrainJobStatus struct {
 	// +optional
 	JobsStatus []JobStatus `json:"jobsStatus,omitempty"`
 
-	// startTime is when the TrainJob last started running: when its Jobs were
-	// first created unsuspended, and again on every resume.
+	// startTime is when the TrainJob last started running: when the
+	// controller first saw it unsuspended (whether or not its Jobs could be
+	// created then), and again on every resume. The active deadline counts
+	// from it.
 	// +optional
 	StartTime *metav1.Time `json:"startTime,omitempty"`
 
