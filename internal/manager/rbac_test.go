@@ -52,8 +52,10 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 
 	// What each resource may be done to, at most.
 	allowed := map[string][]string{
-		"trainer.kubeflow.org/trainjobs":               {"get", "list", "watch", "update", "patch", "delete"},
-		"trainer.kubeflow.org/trainjobs/status":        {"get", "update", "patch"},
+		// The controllers write TrainJobs through the status subresource
+		// only, and delete them.
+		"trainer.kubeflow.org/trainjobs":               {"get", "list", "watch", "delete"},
+		"trainer.kubeflow.org/trainjobs/status":        {"get", "update"},
 		"trainer.kubeflow.org/trainjobs/finalizers":    {"update"},
 		"trainer.kubeflow.org/trainingruntimes":        {"get", "list", "watch"},
 		"trainer.kubeflow.org/clustertrainingruntimes": {"get", "list", "watch"},

@@ -55,6 +55,16 @@ func JobName(trainJob, rjob string, index int32) string {
 	return fmt.Sprintf("%s-%s-%d", trainJob, rjob, index)
 }
 
+// ChildLabels are the labels by which the child Job for replica index of
+// replicated Job rjob of TrainJob trainJob, and its Pods, are known.
+func ChildLabels(trainJob, rjob string, index int32) map[string]string {
+	return map[string]string{
+		trainer.TrainJobNameLabel:      trainJob,
+		trainer.ReplicatedJobNameLabel: rjob,
+		trainer.ReplicaIndexLabel:      strconv.Itoa(int(index)),
+	}
+}
+
 // Error is a TrainJob and runtime that cannot be turned into Jobs. It names
 // the fields at fault.
 type Error struct {
@@ -186,11 +196,7 @@ func numNodes(trainJob *trainer.TrainJob, spec *trainer.TrainingRuntimeSpec) int
 // tracking finalizer, Indexed completion and DNS settings.
 func baseJob(trainJob *trainer.TrainJob, spec *trainer.TrainingRuntimeSpec, rjob *trainer.ReplicatedJob, r int32) *batchv1.Job {
 	tmpl := rjob.Template.DeepCopy()
-	ours := map[string]string{
-		trainer.TrainJobNameLabel:      trainJob.Name,
-		trainer.ReplicatedJobNameLabel: rjob.Name,
-		trainer.ReplicaIndexLabel:      strconv.Itoa(int(r)),
-	}
+	ours := ChildLabels(trainJob.Name, rjob.Name, r)
 
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{

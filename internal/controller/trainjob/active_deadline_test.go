@@ -1,6 +1,8 @@
 package trainjob
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -10,9 +12,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
 	"github.com/trainjob-operator/trainjob-operator/internal/metrics"
@@ -159,4 +164,45 @@ func collect(t *testing.T, d *metrics.DueTimes) []float64 {
 		out = append(out, pb.GetGauge().GetValue())
 	}
 	return out
+}
+
+// A reconcile that fails still requeues the TrainJob by its active
+// deadline: controller-runtime drops a requeue time returned with an error
+// and falls back to a backoff that reaches 1000 s.
+func TestDeadlineKeptThroughErrors(t *testing.T) {
+	spec := utiltesting.MakeRuntimeSpec()
+	running := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").StartTime(now.Add(-30 * time.Second)).Deadline(60).
+		Condition(createdCond(1, earlier)).JobsStatus(nodeStep).Obj()
+	svcErr := apierrors.NewForbidden(schema.GroupResource{Resource: "services"}, "tj", errors.New("exceeded quota: q, requested: services=1"))
+	cases := map[string]struct {
+		trainJob *trainer.TrainJob
+		objs     []client.Object
+	}{
+		"the Service refused by a quota": {
+			trainJob: running,
+			objs:     []client.Object{utiltesting.WrapJob(childJob(t, running, spec, 0)).Active(1).Obj()},
+		},
+		"the Jobs refused": {
+			trainJob: utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").StartTime(now.Add(-30 * time.Second)).Deadline(60).Obj(),
+			objs:     []client.Object{spec.ClusterRuntime("torch-distributed")},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, &interceptor.Funcs{
+				Create: func(context.Context, client.WithWatch, client.Object, ...client.CreateOption) error {
+					return svcErr
+				},
+			}, append(tc.objs, tc.trainJob)...)
+			for i := range 20 { // past where an exponential backoff from 5 ms exceeds the deadline
+				res, err := f.reconcileResult(t, "tj")
+				if err != nil {
+					t.Fatalf("reconcile %d: error %v returned: controller-runtime would drop the requeue at the deadline", i, err)
+				}
+				if res.RequeueAfter <= 0 || res.RequeueAfter > 30*time.Second {
+					t.Fatalf("reconcile %d: RequeueAfter = %v, want within the 30s left to the deadline", i, res.RequeueAfter)
+				}
+			}
+		})
+	}
 }

@@ -25,12 +25,15 @@ import (
 const childBatchPeriod = time.Second
 
 // enqueueOwnerBatched enqueues the TrainJob that controls a child object,
-// period after the object's change. On a priority queue, the changes
-// seen in the initial list and resyncs keep their low priority.
+// and the TrainJob it is labelled for if that is another, period after the
+// object's change. A Job labelled for a TrainJob it does not belong to (an
+// earlier TrainJob's, orphaned) may be what holds that TrainJob's child
+// name: its deletion frees the name. On a priority queue, the changes seen
+// in the initial list and resyncs keep their low priority.
 func enqueueOwnerBatched(period time.Duration) handler.EventHandler {
 	add := func(q workqueue.TypedRateLimitingInterface[reconcile.Request], objs ...client.Object) {
 		for _, o := range objs {
-			if req, ok := ownerRequest(o); ok {
+			for _, req := range requestsFor(o) {
 				q.AddAfter(req, period)
 			}
 		}
@@ -51,11 +54,25 @@ func enqueueOwnerBatched(period time.Duration) handler.EventHandler {
 	}
 }
 
+// requestsFor are the requests of the TrainJob that controls o, if one
+// does, and of the TrainJob o is labelled for, if another.
+func requestsFor(o client.Object) []reconcile.Request {
+	if o == nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	owner, owned := ownerRequest(o)
+	if owned {
+		reqs = append(reqs, owner)
+	}
+	if name := o.GetLabels()[trainer.TrainJobNameLabel]; name != "" && (!owned || name != owner.Name) {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: name}})
+	}
+	return reqs
+}
+
 // ownerRequest is the request of the TrainJob that controls o, if one does.
 func ownerRequest(o client.Object) (reconcile.Request, bool) {
-	if o == nil {
-		return reconcile.Request{}, false
-	}
 	ref := metav1.GetControllerOfNoCopy(o)
 	if ref == nil || ref.Kind != trainer.TrainJobKind {
 		return reconcile.Request{}, false

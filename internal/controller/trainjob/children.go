@@ -1,9 +1,13 @@
 package trainjob
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -73,67 +77,119 @@ func pinShape(status *trainer.TrainJobStatus, plan *runtime.Plan) {
 	}
 }
 
+// missingChild is a child of the pinned shape that is not observed.
+type missingChild struct {
+	job     string
+	step    string
+	replica int32
+}
+
 // missingChildren returns the children of the pinned shape that are neither
 // among children nor recorded.
-func missingChildren(status *trainer.TrainJobStatus, trainJob string, children []child) []types.NamespacedName {
+func missingChildren(status *trainer.TrainJobStatus, trainJob string, children []child) []missingChild {
 	have := map[string]bool{}
 	for _, c := range children {
 		have[c.job.Name] = true
 	}
-	var missing []types.NamespacedName
+	var missing []missingChild
 	for _, js := range status.JobsStatus {
 		for replica := range js.Replicas {
 			name := runtime.JobName(trainJob, js.Name, replica)
 			if !have[name] && recordedOutcome(&js, replica) == running {
-				missing = append(missing, types.NamespacedName{Name: name})
+				missing = append(missing, missingChild{job: name, step: js.Name, replica: replica})
 			}
 		}
 	}
 	return missing
 }
 
-// findVanished records as failed the children that were created but are gone
-// without their outcome recorded (someone removed the tracking finalizer).
-// The cache may simply not have seen a new child yet, so each is looked up in
-// the API server before it is declared gone.
-func (r *Reconciler) findVanished(ctx context.Context, tj *trainer.TrainJob, children []child) (*failure, error) {
+// lookUpMissing reads from the API server the children of the pinned shape
+// that the cache does not show and whose outcome is not recorded. A Job of
+// the child's name is the child only if its controller is this TrainJob,
+// whatever its labels: one whose labels were changed (the cache holds only
+// Jobs labelled for a TrainJob) is returned as a child, and its labels put
+// back so the cache sees it again. A name with no Job, or held by a Job
+// that is not this TrainJob's, is a child gone without its outcome
+// recorded (someone removed the tracking finalizer): it is recorded as
+// failed in tj's status, and the first one is returned as the failure.
+// Only a TrainJob whose Jobs were all created has children to miss.
+func (r *Reconciler) lookUpMissing(ctx context.Context, tj *trainer.TrainJob, children []child) ([]child, *failure, error) {
 	if !meta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobCreated) || !shapePinned(&tj.Status) {
-		return nil, nil
+		return nil, nil, nil
 	}
+	var found []child
 	var first *failure
 	for _, m := range missingChildren(&tj.Status, tj.Name, children) {
 		var job batchv1.Job
-		err := r.apiReader.Get(ctx, types.NamespacedName{Namespace: tj.Namespace, Name: m.Name}, &job)
-		if err == nil {
+		err := r.apiReader.Get(ctx, types.NamespacedName{Namespace: tj.Namespace, Name: m.job}, &job)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return found, first, fmt.Errorf("reading child Job %s/%s: %w", tj.Namespace, m.job, err)
+		}
+		if err == nil && ctrlOwnerUID(&job) == tj.UID {
+			c := child{job: &job, step: m.step, replica: m.replica}
+			if err := r.restoreLabels(ctx, tj, c); err != nil {
+				return found, first, err
+			}
+			found = append(found, c)
 			continue
 		}
-		if !apierrors.IsNotFound(err) {
-			return first, fmt.Errorf("reading child Job %s/%s: %w", tj.Namespace, m.Name, err)
+		if tj.DeletionTimestamp != nil || tj.FinishedCondition() != nil {
+			continue // its outcome no longer matters
 		}
-		for i := range tj.Status.JobsStatus {
-			js := &tj.Status.JobsStatus[i]
-			for replica := range js.Replicas {
-				if runtime.JobName(tj.Name, js.Name, replica) == m.Name {
-					record(js, replica, failed)
-				}
-			}
-		}
+		record(jobStatusFor(&tj.Status, m.step), m.replica, failed)
 		if first == nil {
 			first = &failure{reason: trainer.TrainJobJobDeletedReason, message: fmt.Sprintf(
-				"Job %s disappeared before its outcome was recorded (its %s finalizer was removed by someone else); it is not run again", m.Name, trainer.JobTrackingFinalizer)}
+				"Job %s disappeared before its outcome was recorded (its %s finalizer was removed by someone else); it is not run again", m.job, trainer.JobTrackingFinalizer)}
 		}
 	}
-	return first, nil
+	return found, first, nil
 }
 
-// ensureChildren creates the child Jobs and the Service that are missing,
-// resolving the runtime only when something has to be created. It pins the
-// TrainJob's shape into status and sets the Created condition.
-func (r *Reconciler) ensureChildren(ctx context.Context, tj *trainer.TrainJob, children []child, now metav1.Time) error {
-	svcErr := r.ensureService(ctx, tj)
-	if shapePinned(&tj.Status) && len(missingChildren(&tj.Status, tj.Name, children)) == 0 {
-		setCondition(&tj.Status.Conditions, createdCondition(tj), now)
-		return svcErr
+// restoreLabels puts back the labels by which the cache and the index find
+// a child Job, if they were changed.
+func (r *Reconciler) restoreLabels(ctx context.Context, tj *trainer.TrainJob, c child) error {
+	want := runtime.ChildLabels(tj.Name, c.step, c.replica)
+	changed := false
+	for k, v := range want {
+		changed = changed || c.job.Labels[k] != v
+	}
+	if !changed {
+		return nil
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": want}})
+	if err != nil {
+		return err
+	}
+	if err := r.client.Patch(ctx, c.job, client.RawPatch(types.MergePatchType, patch)); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("restoring the labels of child Job %s: %w", klog.KObj(c.job), err)
+	}
+	ctrl.LoggerFrom(ctx).Info("Restored the labels of a child Job", "job", klog.KObj(c.job))
+	return nil
+}
+
+// creation is what ensureChildren did.
+type creation struct {
+	// created are the Jobs this reconcile created.
+	created []child
+	// retry is set when the TrainJob waits on something no event reports
+	// (a name held by another TrainJob's Job, a refusal that may pass).
+	retry bool
+}
+
+// ensureChildren creates the Jobs of a TrainJob that are missing, until all
+// were created once; from then on a missing child is never created again
+// (lookUpMissing finds out what became of it). It pins the TrainJob's shape
+// into status and keeps the Created condition: True once every child
+// exists, False with the reason while one cannot be created: the runtime
+// is missing or invalid, or changed since the first Jobs were created; a
+// name is held by a Job this TrainJob does not own; the API server refused
+// a Job. others are the Jobs labelled for the TrainJob's name that it does
+// not own.
+func (r *Reconciler) ensureChildren(ctx context.Context, tj *trainer.TrainJob, children []child, others []*batchv1.Job, now metav1.Time) (creation, error) {
+	var out creation
+	foreignSvc, svcErr := r.ensureService(ctx, tj)
+	if meta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobCreated) {
+		return out, svcErr
 	}
 
 	plan, cond, err := r.plan(ctx, tj)
@@ -141,35 +197,84 @@ func (r *Reconciler) ensureChildren(ctx context.Context, tj *trainer.TrainJob, c
 		if cond != nil {
 			setCondition(&tj.Status.Conditions, *cond, now)
 		}
-		return errors.Join(svcErr, err)
+		return out, errors.Join(svcErr, err)
 	}
 	if !shapePinned(&tj.Status) {
 		pinShape(&tj.Status, plan)
+	} else if msg := shapeChange(&tj.Status, plan); msg != "" {
+		setCondition(&tj.Status.Conditions, metav1.Condition{
+			Type: trainer.TrainJobCreated, Status: metav1.ConditionFalse, Reason: trainer.TrainJobRuntimeChangedReason,
+			Message: fmt.Sprintf("%s %s changed after the first Jobs of the TrainJob were created: %s. The TrainJob keeps the replicated Jobs it started with: restore the runtime, or delete the TrainJob",
+				runtime.KindOf(tj), tj.Spec.RuntimeRef.Name, msg),
+		}, now)
+		return out, svcErr
 	}
+
 	missing := map[string]bool{}
 	for _, m := range missingChildren(&tj.Status, tj.Name, children) {
-		missing[m.Name] = true
+		missing[m.job] = true
 	}
+	var taken, refused *metav1.Condition
 	var errs []error
-	created := 0
 	for _, job := range plan.Jobs {
 		if !missing[job.Name] {
 			continue
 		}
-		if err := r.client.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
-			errs = append(errs, fmt.Errorf("creating Job %s: %w", klog.KObj(job), err))
+		if i := slices.IndexFunc(others, func(o *batchv1.Job) bool { return o.Name == job.Name }); i >= 0 {
+			taken = cmp.Or(taken, nameTaken(tj, "Job", others[i]))
 			continue
 		}
-		created++
+		err := r.client.Create(ctx, job)
+		if apierrors.IsAlreadyExists(err) {
+			// Ours, created by an earlier reconcile the cache has not
+			// caught up with; or not ours at all.
+			var live batchv1.Job
+			if err = r.apiReader.Get(ctx, client.ObjectKeyFromObject(job), &live); err == nil && ctrlOwnerUID(&live) != tj.UID {
+				taken = cmp.Or(taken, nameTaken(tj, "Job", &live))
+				continue
+			}
+		}
+		switch {
+		case err == nil:
+			if c, ok := childOf(job); ok {
+				out.created = append(out.created, c)
+			}
+		case apierrors.IsNotFound(err):
+			// Read back after AlreadyExists, it was gone: try again.
+			errs = append(errs, fmt.Errorf("creating Job %s: it was just deleted", klog.KObj(job)))
+		default:
+			errs = append(errs, fmt.Errorf("creating Job %s: %w", klog.KObj(job), err))
+			if refused == nil && isRefusal(err) {
+				refused = &metav1.Condition{
+					Type: trainer.TrainJobCreated, Status: metav1.ConditionFalse, Reason: trainer.TrainJobJobRefusedReason,
+					Message: fmt.Sprintf("The API server refused Job %s: %v", job.Name, err),
+				}
+			}
+		}
 	}
-	if len(errs) > 0 {
-		return errors.Join(append(errs, svcErr)...)
+	if foreignSvc != nil {
+		// Without its own Service, the Pods' DNS names do not resolve.
+		taken = cmp.Or(taken, nameTaken(tj, "Service", foreignSvc))
 	}
-	if created > 0 {
-		ctrl.LoggerFrom(ctx).V(2).Info("Created child Jobs", "count", created)
+	if len(out.created) > 0 {
+		ctrl.LoggerFrom(ctx).V(2).Info("Created child Jobs", "count", len(out.created))
 	}
-	setCondition(&tj.Status.Conditions, createdCondition(tj), now)
-	return svcErr
+	switch {
+	case taken != nil:
+		setCondition(&tj.Status.Conditions, *taken, now)
+		out.retry = true
+	case refused != nil:
+		setCondition(&tj.Status.Conditions, *refused, now)
+		if apierrors.IsInvalid(errors.Join(errs...)) {
+			// Validation will refuse the same Job again: the TrainJob
+			// waits for its runtime to change (the runtime watch brings it
+			// back), and its deadline still runs.
+			return out, svcErr
+		}
+	case len(errs) == 0:
+		setCondition(&tj.Status.Conditions, createdCondition(tj), now)
+	}
+	return out, errors.Join(append(errs, svcErr)...)
 }
 
 func createdCondition(tj *trainer.TrainJob) metav1.Condition {
@@ -185,26 +290,74 @@ func createdCondition(tj *trainer.TrainJob) metav1.Condition {
 	}
 }
 
+// isRefusal reports whether the API server answered a create with a
+// refusal worth telling the user about, rather than a transient failure.
+func isRefusal(err error) bool {
+	return apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) || apierrors.IsRequestEntityTooLargeError(err)
+}
+
+// nameTaken is the Created=False condition of a TrainJob one of whose
+// children's names is held by obj, which it does not own.
+func nameTaken(tj *trainer.TrainJob, kind string, obj metav1.Object) *metav1.Condition {
+	holder := "no owner"
+	if ref := metav1.GetControllerOf(obj); ref != nil {
+		holder = fmt.Sprintf("%s %s (UID %s)", ref.Kind, ref.Name, ref.UID)
+		if ref.Kind == trainer.TrainJobKind && ref.Name == tj.Name {
+			holder = fmt.Sprintf("an earlier TrainJob %s (UID %s)", ref.Name, ref.UID)
+		}
+	}
+	state := ""
+	if obj.GetDeletionTimestamp() != nil {
+		state = ", being deleted"
+	}
+	return &metav1.Condition{
+		Type: trainer.TrainJobCreated, Status: metav1.ConditionFalse, Reason: trainer.TrainJobNameTakenReason,
+		Message: fmt.Sprintf("%s %s/%s is not this TrainJob's: it belongs to %s%s. The TrainJob starts once the name is free",
+			kind, obj.GetNamespace(), obj.GetName(), holder, state),
+	}
+}
+
+// shapeChange says how plan's replicated Jobs differ from those pinned in
+// status, or returns "" if they do not.
+func shapeChange(status *trainer.TrainJobStatus, plan *runtime.Plan) string {
+	describe := func(steps []runtime.Step) string {
+		var parts []string
+		for _, s := range steps {
+			parts = append(parts, fmt.Sprintf("%s×%d", s.Name, s.Replicas))
+		}
+		return strings.Join(parts, ", ")
+	}
+	var pinned []runtime.Step
+	for _, js := range status.JobsStatus {
+		pinned = append(pinned, runtime.Step{Name: js.Name, Replicas: js.Replicas, Trainer: js.Trainer})
+	}
+	if slices.Equal(pinned, plan.Steps) {
+		return ""
+	}
+	return fmt.Sprintf("its replicated Jobs were %s and are now %s", describe(pinned), describe(plan.Steps))
+}
+
 // ensureService creates the headless Service that gives the Pods their DNS
-// names, if it is missing.
-func (r *Reconciler) ensureService(ctx context.Context, tj *trainer.TrainJob) error {
+// names, if it is missing. It returns the Service of that name if it is not
+// the TrainJob's.
+func (r *Reconciler) ensureService(ctx context.Context, tj *trainer.TrainJob) (*corev1.Service, error) {
 	key := runtime.ServiceKey(tj)
 	var svc corev1.Service
 	err := r.client.Get(ctx, key, &svc)
 	switch {
 	case err == nil:
 		if !metav1.IsControlledBy(&svc, tj) {
-			ctrl.LoggerFrom(ctx).Info("A Service of the TrainJob's name exists and is not the TrainJob's; Pod DNS names may not resolve", "service", klog.KObj(&svc))
+			return &svc, nil
 		}
-		return nil
+		return nil, nil
 	case !apierrors.IsNotFound(err):
-		return fmt.Errorf("reading Service %s: %w", key, err)
+		return nil, fmt.Errorf("reading Service %s: %w", key, err)
 	}
 	want := runtime.Service(tj)
 	if err := r.client.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating Service %s: %w", klog.KObj(want), err)
+		return nil, fmt.Errorf("creating Service %s: %w", klog.KObj(want), err)
 	}
-	return nil
+	return nil, nil
 }
 
 // deleteService deletes the TrainJob's headless Service once it finished.

@@ -17,41 +17,55 @@ import (
 // level up) and keeps the Suspended condition and startTime:
 //
 //   - suspend: every child Job is suspended, and the Job controller deletes
-//     its Pods. Suspended=True is set only once no child Pod is left.
-//   - resume: every child Job is resumed; Suspended=False with reason Resumed
-//     and startTime is reset to now, so the active deadline counts from the
-//     resume. Work already done (finished children) is kept.
-//   - startTime is first set when the TrainJob's Jobs exist and it is not
-//     suspended; a TrainJob created suspended has none until it is resumed.
+//     its Pods. Suspended=True is set only once every child whose outcome is
+//     not recorded has been seen suspended with no Pod left; until then
+//     Suspended=False with reason Suspending.
+//   - resume: every child Job is resumed. The resume itself is read from
+//     the stored condition, not from the children, so it happens once:
+//     Suspended=False with reason Resumed, and startTime reset to now so the
+//     active deadline counts from the resume. Work already done (finished
+//     children) is kept. A child whose resume fails is retried without
+//     moving startTime again.
+//   - startTime is first set when the TrainJob is not suspended, whether or
+//     not its Jobs could be created: a TrainJob that cannot start is active
+//     and its deadline runs. A TrainJob created suspended has none until it
+//     is resumed.
 func (r *Reconciler) syncSuspend(ctx context.Context, tj *trainer.TrainJob, children []child, now metav1.Time) error {
 	want := ptr.Deref(tj.Spec.Suspend, false)
 	var errs []error
-	podsGone, resuming := true, false
+	left := 0
 	for _, c := range children {
 		if o, _ := jobOutcome(c.job); o != running || c.job.DeletionTimestamp != nil {
 			continue
 		}
 		if ptr.Deref(c.job.Spec.Suspend, false) != want {
 			errs = append(errs, r.setJobSuspend(ctx, c.job, want))
-			podsGone = false
-			resuming = resuming || !want
-			continue
 		}
-		if want && !suspendedWithoutPods(c.job) {
-			podsGone = false
+		if want {
+			if !suspendedWithoutPods(c.job) {
+				left++
+			}
 		}
 	}
 
 	created := meta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobCreated)
+	cur := meta.FindStatusCondition(tj.Status.Conditions, trainer.TrainJobSuspended)
 	switch {
-	case want && podsGone && created:
-		setCondition(&tj.Status.Conditions, metav1.Condition{
-			Type:    trainer.TrainJobSuspended,
-			Status:  metav1.ConditionTrue,
-			Reason:  trainer.TrainJobSuspendedReason,
+	case want && created:
+		// Children not seen at all (the cache behind) count as running.
+		left += len(missingChildren(&tj.Status, tj.Name, children))
+		c := metav1.Condition{
+			Type: trainer.TrainJobSuspended, Status: metav1.ConditionTrue, Reason: trainer.TrainJobSuspendedReason,
 			Message: "The TrainJob is suspended and no Pod of its Jobs is left",
-		}, now)
-	case !want && (meta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobSuspended) || resuming):
+		}
+		if left > 0 {
+			c = metav1.Condition{
+				Type: trainer.TrainJobSuspended, Status: metav1.ConditionFalse, Reason: trainer.TrainJobSuspendingReason,
+				Message: "The TrainJob is being suspended: Pods of its Jobs are still running, or not every Job has been seen stopped yet",
+			}
+		}
+		setCondition(&tj.Status.Conditions, c, now)
+	case !want && cur != nil && cur.Reason != trainer.TrainJobResumedReason:
 		setCondition(&tj.Status.Conditions, metav1.Condition{
 			Type:    trainer.TrainJobSuspended,
 			Status:  metav1.ConditionFalse,
@@ -60,17 +74,22 @@ func (r *Reconciler) syncSuspend(ctx context.Context, tj *trainer.TrainJob, chil
 		}, now)
 		tj.Status.StartTime = &now
 	}
-	if !want && created && tj.Status.StartTime == nil {
+	if !want && tj.Status.StartTime == nil {
 		tj.Status.StartTime = &now
 	}
 	return errors.Join(errs...)
 }
 
-// suspendedWithoutPods reports whether the Job controller has suspended a
-// Job and none of its Pods is left, running or terminating.
+// suspendedWithoutPods reports whether a Job is suspended and none of its
+// Pods is left, running or terminating: the Job controller has reported it
+// suspended, or the Job never started (created suspended, it has no
+// startTime, and the Job controller has created no Pod for it).
 func suspendedWithoutPods(job *batchv1.Job) bool {
 	if !ptr.Deref(job.Spec.Suspend, false) || job.Status.Active > 0 || ptr.Deref(job.Status.Terminating, 0) > 0 {
 		return false
+	}
+	if job.Status.StartTime == nil {
+		return true
 	}
 	for _, c := range job.Status.Conditions {
 		if c.Type == batchv1.JobSuspended && c.Status == corev1.ConditionTrue {

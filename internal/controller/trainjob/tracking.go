@@ -276,10 +276,16 @@ func (r *releasedJobs) forget(job *batchv1.Job) {
 	delete(r.at, keyOf(job))
 }
 
-// patchOutFinalizer removes the tracking finalizer with a JSON patch that
-// tests the entry it removes: it removes our finalizer and nothing else,
-// whatever else changed on the Job. A failed test is an Invalid error.
+// patchOutFinalizer removes the tracking finalizer from job.
 func (r *Reconciler) patchOutFinalizer(ctx context.Context, job *batchv1.Job) error {
+	return RemoveTrackingFinalizer(ctx, r.client, job)
+}
+
+// RemoveTrackingFinalizer removes the tracking finalizer from job with a
+// JSON patch that tests the entry it removes: it removes that finalizer and
+// nothing else, whatever else changed on the Job since it was read. A
+// failed test (the Job's finalizers changed since) is an Invalid error.
+func RemoveTrackingFinalizer(ctx context.Context, c client.Writer, job *batchv1.Job) error {
 	path := fmt.Sprintf("/metadata/finalizers/%d", slices.Index(job.Finalizers, trainer.JobTrackingFinalizer))
 	patch, err := json.Marshal([]map[string]any{
 		{"op": "test", "path": path, "value": trainer.JobTrackingFinalizer},
@@ -288,7 +294,7 @@ func (r *Reconciler) patchOutFinalizer(ctx context.Context, job *batchv1.Job) er
 	if err != nil {
 		return err
 	}
-	return r.client.Patch(ctx, job, client.RawPatch(types.JSONPatchType, patch))
+	return c.Patch(ctx, job, client.RawPatch(types.JSONPatchType, patch))
 }
 
 // releaseOrphans removes the tracking finalizer from child Jobs labelled for

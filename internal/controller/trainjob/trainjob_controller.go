@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
@@ -46,6 +47,18 @@ const conflictRetry = time.Second
 // TrainJobs starting at once, deadlines queued behind their events were
 // enforced 27 s late at the median.
 const deadlinePriority = 100
+
+// waitRetry is how often a TrainJob that waits on something no watch event
+// reports is looked at again: a child's name held by another TrainJob's
+// Job, or a refused Job that may be accepted later (a quota).
+const waitRetry = 5 * time.Second
+
+// Bounds of the backoff of a failing reconcile whose TrainJob has an
+// active deadline, as controller-runtime's own backoff.
+const (
+	failureBaseDelay = 5 * time.Millisecond
+	failureMaxDelay  = 1000 * time.Second
+)
 
 // waitingIndex indexes the TrainJobs whose Jobs are not created yet by the
 // runtime they reference, as "<kind>/<namespace>/<name>" (namespace empty
@@ -87,6 +100,9 @@ type Reconciler struct {
 	workers   int
 	released  releasedJobs
 	writes    statusWrites
+	// failures is the backoff of failing reconciles that must keep their
+	// requeue at the active deadline.
+	failures workqueue.TypedRateLimiter[types.NamespacedName]
 }
 
 var _ reconcile.Reconciler = (*Reconciler)(nil)
@@ -117,6 +133,7 @@ func NewReconciler(c client.Client, apiReader client.Reader, recorder events.Eve
 	r := &Reconciler{
 		client: c, apiReader: apiReader, recorder: recorder,
 		clock: clock.RealClock{}, deadlines: metrics.DeadlineRemaining, workers: 5,
+		failures: workqueue.NewTypedItemExponentialFailureRateLimiter[types.NamespacedName](failureBaseDelay, failureMaxDelay),
 	}
 	for _, o := range opts {
 		o(r)
@@ -124,8 +141,8 @@ func NewReconciler(c client.Client, apiReader client.Reader, recorder events.Eve
 	return r
 }
 
-// +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainjobs,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainjobs/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainjobs,verbs=get;list;watch
+// +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainjobs/status,verbs=get;update
 // +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainjobs/finalizers,verbs=update
 // +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainingruntimes;clustertrainingruntimes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;patch
@@ -163,33 +180,36 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.releaseOrphans(ctx, others, tj.Namespace, tj.Name); err != nil {
 		return ctrl.Result{}, err
 	}
-	// Being deleted: the children's outcomes no longer matter.
-	if tj.DeletionTimestamp != nil {
-		r.deadlines.Delete(req.NamespacedName)
-		return ctrl.Result{}, r.releaseRecorded(ctx, &tj.Status, children, true)
-	}
-
 	now := metav1.NewTime(r.clock.Now())
 	next := tj.DeepCopy()
 	finished, _ := IsFinished(next)
 	var errs []error
 
-	// Record the outcome of every child that finished or went away.
+	// Find the children the cache does not show, then record the outcome
+	// of every child that finished or went away.
+	found, vanished, err := r.lookUpMissing(ctx, next, children)
+	children = append(children, found...)
+	errs = append(errs, err)
 	fail := recordOutcomes(&next.Status, children, finished)
-	if !finished && fail == nil {
-		vanished, err := r.findVanished(ctx, next, children)
-		errs = append(errs, err)
+	if fail == nil {
 		fail = vanished
+	}
+	// Being deleted: the children's outcomes no longer matter.
+	if tj.DeletionTimestamp != nil {
+		r.deadlines.Delete(req.NamespacedName)
+		return ctrl.Result{}, errors.Join(append(errs, r.releaseRecorded(ctx, &tj.Status, children, true))...)
 	}
 	// Decide whether the TrainJob finished.
 	if !finished {
 		finished = r.decideFinished(next, fail, now)
 	}
 	var deadline time.Time
+	var made creation
 	if !finished {
-		// Create what is missing, then follow spec.suspend.
-		errs = append(errs, r.ensureChildren(ctx, next, children, now))
-		errs = append(errs, r.syncSuspend(ctx, next, children, now))
+		// Create what was never created, then follow spec.suspend.
+		made, err = r.ensureChildren(ctx, next, children, others, now)
+		children = append(children, made.created...)
+		errs = append(errs, err, r.syncSuspend(ctx, next, children, now))
 		// Enforce the active deadline, now that startTime is settled.
 		var expired *failure
 		if expired, deadline = activeDeadline(next, now.Time); expired != nil {
@@ -208,11 +228,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			if apierrors.IsConflict(err) {
 				// The cache was behind: the newer TrainJob is on its way
 				// through the watch. Decide again on it, quietly.
-				log.V(2).Info("TrainJob changed while it was reconciled; retrying", "error", err.Error())
+				log.V(2).Info("TrainJob changed while it was reconciled; retrying", "error", err.Error(), "otherErrors", errors.Join(errs...))
 				r.writes.forget(req.NamespacedName)
-				return ctrl.Result{RequeueAfter: conflictRetry}, errors.Join(errs...)
+				return ctrl.Result{RequeueAfter: conflictRetry}, nil
 			}
-			return ctrl.Result{}, errors.Join(append(errs, fmt.Errorf("updating status of TrainJob %s: %w", klog.KObj(&tj), err))...)
+			errs = append(errs, fmt.Errorf("updating status of TrainJob %s: %w", klog.KObj(&tj), err))
+			return r.result(ctx, req.NamespacedName, deadline, made.retry, errors.Join(errs...))
 		}
 		stored = next
 		r.writes.add(tj.ResourceVersion, next)
@@ -225,17 +246,44 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// Pod of the TrainJob needs its DNS name any more. Retried on
 		// every reconcile until done.
 		errs = append(errs, r.stopChildren(ctx, children), r.deleteService(ctx, stored))
+		deadline = time.Time{}
 	}
 	errs = append(errs, r.releaseRecorded(ctx, &stored.Status, children, storedFinished))
+	return r.result(ctx, req.NamespacedName, deadline, made.retry, errors.Join(errs...))
+}
 
-	// Requeue exactly at the active deadline.
-	key := client.ObjectKeyFromObject(&tj)
-	if deadline.IsZero() || storedFinished {
+// result is what a reconcile returns: a requeue exactly at the active
+// deadline, if one runs, and sooner to retry an error or a wait that no
+// event ends. controller-runtime drops a requeue time returned with an
+// error, so while a deadline runs an error is retried on the reconciler's
+// own backoff, never past the deadline: the deadline is enforced on time
+// whatever else fails.
+func (r *Reconciler) result(ctx context.Context, key types.NamespacedName, deadline time.Time, retry bool, err error) (ctrl.Result, error) {
+	if deadline.IsZero() {
 		r.deadlines.Delete(key)
-		return ctrl.Result{}, errors.Join(errs...)
+	} else {
+		r.deadlines.Set(key, deadline)
 	}
-	r.deadlines.Set(key, deadline)
-	return ctrl.Result{RequeueAfter: deadline.Sub(now.Time), Priority: ptr.To(deadlinePriority)}, errors.Join(errs...)
+	var res ctrl.Result
+	if !deadline.IsZero() {
+		res = ctrl.Result{RequeueAfter: max(deadline.Sub(r.clock.Now()), time.Nanosecond), Priority: ptr.To(deadlinePriority)}
+	}
+	if retry && (res.RequeueAfter == 0 || res.RequeueAfter > waitRetry) {
+		res = ctrl.Result{RequeueAfter: waitRetry}
+	}
+	if err == nil {
+		r.failures.Forget(key)
+		return res, nil
+	}
+	if res.RequeueAfter == 0 {
+		return res, err // controller-runtime's backoff
+	}
+	backoff := r.failures.When(key)
+	ctrl.LoggerFrom(ctx).Error(err, "Reconciler error; retrying", "after", backoff)
+	if backoff < res.RequeueAfter {
+		res = ctrl.Result{RequeueAfter: backoff}
+	}
+	return res, nil
 }
 
 // countFinished counts a TrainJob that has just finished.
@@ -327,10 +375,10 @@ func (r *Reconciler) emitEvents(old, cur *trainer.TrainJob) {
 		case t == trainer.TrainJobCreated && n.Status == metav1.ConditionTrue:
 			reason, action = "Created", "CreateJobs"
 		case t == trainer.TrainJobCreated:
-			eventType, action = corev1.EventTypeWarning, "ResolveRuntime"
+			eventType, action = corev1.EventTypeWarning, "CreateJobs"
 		case t == trainer.TrainJobSuspended && n.Status == metav1.ConditionTrue:
 			reason, action = "Suspended", "Suspend"
-		case t == trainer.TrainJobSuspended:
+		case t == trainer.TrainJobSuspended && n.Reason == trainer.TrainJobResumedReason:
 			reason, action = "Resumed", "Resume"
 		case t == trainer.TrainJobComplete && n.Status == metav1.ConditionTrue:
 			reason, action = "Completed", "Complete"

@@ -52,6 +52,7 @@ type fixture struct {
 	client    client.Client
 	recorder  *events.FakeRecorder
 	deadlines *metrics.DueTimes
+	clock     *testingclock.FakeClock
 }
 
 func newFixture(t *testing.T, funcs *interceptor.Funcs, objs ...client.Object) *fixture {
@@ -72,6 +73,7 @@ func newFixture(t *testing.T, funcs *interceptor.Funcs, objs ...client.Object) *
 		client:    cl,
 		recorder:  rec,
 		deadlines: deadlines,
+		clock:     clk,
 	}
 }
 
@@ -153,7 +155,11 @@ var (
 		return cond(trainer.TrainJobCreated, "True", trainer.TrainJobJobsCreatedReason,
 			"Created "+strconv.Itoa(n)+" Jobs from ClusterTrainingRuntime torch-distributed", at)
 	}
-	nodeStep = trainer.JobStatus{Name: "node", Replicas: 1, Trainer: true}
+	nodeStep       = trainer.JobStatus{Name: "node", Replicas: 1, Trainer: true}
+	suspendingCond = func(at time.Time) metav1.Condition {
+		return cond(trainer.TrainJobSuspended, "False", trainer.TrainJobSuspendingReason,
+			"The TrainJob is being suspended: Pods of its Jobs are still running, or not every Job has been seen stopped yet", at)
+	}
 )
 
 // childJob returns the child Job the controller creates for the TrainJob.
@@ -203,6 +209,8 @@ func TestReconcile(t *testing.T) {
 			wantStatus: trainer.TrainJobStatus{
 				Conditions: []metav1.Condition{cond(trainer.TrainJobCreated, "False", trainer.TrainJobRuntimeNotFoundReason,
 					`ClusterTrainingRuntime "torch-distributed" not found (spec.runtimeRef); the TrainJob starts once it exists`, now)},
+				// Not suspended, so active: its deadline runs.
+				StartTime: ptr.To(metav1.NewTime(now)),
 			},
 			wantEvents: []string{`Warning RuntimeNotFound ClusterTrainingRuntime "torch-distributed" not found (spec.runtimeRef); the TrainJob starts once it exists`},
 		},
@@ -212,6 +220,7 @@ func TestReconcile(t *testing.T) {
 			wantStatus: trainer.TrainJobStatus{
 				Conditions: []metav1.Condition{cond(trainer.TrainJobCreated, "False", trainer.TrainJobInvalidRuntimeReason,
 					`spec.trainer: Invalid value: "{...}": runtime ClusterTrainingRuntime/torch-distributed has no trainer step (a replicated Job labelled trainer.kubeflow.org/trainjob-ancestor-step=trainer, or named "node") for the trainer overrides to apply to`, now)},
+				StartTime: ptr.To(metav1.NewTime(now)),
 			},
 			wantEvents: []string{`Warning InvalidRuntime spec.trainer: Invalid value: "{...}": runtime ClusterTrainingRuntime/torch-distributed has no trainer step (a replicated Job labelled trainer.kubeflow.org/trainjob-ancestor-step=trainer, or named "node") for the trainer overrides to apply to`},
 		},
@@ -225,7 +234,7 @@ func TestReconcile(t *testing.T) {
 					cond(trainer.TrainJobSuspended, "True", trainer.TrainJobSuspendedReason, "The TrainJob is suspended and no Pod of its Jobs is left", now),
 					createdCond(1, now),
 				},
-				JobsStatus: []trainer.JobStatus{nodeStep},
+				JobsStatus: []trainer.JobStatus{{Name: "node", Replicas: 1, Trainer: true, Suspended: 1}},
 			},
 			wantJobs: []jobState{{Name: "tj-node-0", Suspend: true, Finalizers: tracked}},
 			wantEvents: []string{
@@ -250,7 +259,7 @@ func TestReconcile(t *testing.T) {
 			trainJob: running.Clone().Suspend(true).Obj(),
 			jobs:     []*batchv1.Job{utiltesting.WrapJob(child).Active(1).Obj()},
 			wantStatus: trainer.TrainJobStatus{
-				Conditions: []metav1.Condition{createdCond(1, earlier)},
+				Conditions: []metav1.Condition{suspendingCond(now), createdCond(1, earlier)},
 				JobsStatus: []trainer.JobStatus{{Name: "node", Replicas: 1, Trainer: true, Active: 1, Ready: 1, Suspended: 1}},
 				StartTime:  ptr.To(metav1.NewTime(earlier)),
 			},
@@ -271,8 +280,9 @@ func TestReconcile(t *testing.T) {
 			wantEvents: []string{"Normal Resumed The TrainJob was resumed"},
 		},
 		"first resume of a TrainJob created suspended sets the start time": {
-			trainJob: base.Clone().Condition(createdCond(1, earlier)).JobsStatus(nodeStep).Obj(),
-			jobs:     []*batchv1.Job{utiltesting.WrapJob(child).SuspendedByController(earlier).Obj()},
+			trainJob: base.Clone().Condition(createdCond(1, earlier)).JobsStatus(nodeStep).
+				Condition(cond(trainer.TrainJobSuspended, "True", trainer.TrainJobSuspendedReason, "suspended", earlier)).Obj(),
+			jobs: []*batchv1.Job{utiltesting.WrapJob(child).SuspendedByController(earlier).Obj()},
 			wantStatus: trainer.TrainJobStatus{
 				Conditions: []metav1.Condition{
 					cond(trainer.TrainJobSuspended, "False", trainer.TrainJobResumedReason, "The TrainJob was resumed", now),
@@ -498,10 +508,12 @@ func TestChildrenStoppedAfterFailedIsStored(t *testing.T) {
 	}
 }
 
-// A failed create is retried: the error is returned and Created stays unset.
-func TestCreateErrorIsReturned(t *testing.T) {
+// A Job the API server refuses is reported: Created=False with the API
+// server's message and a Warning event. The TrainJob is active (its
+// deadline runs), and the create is retried.
+func TestRefusedJobIsReported(t *testing.T) {
 	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").Obj()
-	createErr := apierrors.NewForbidden(schema.GroupResource{Group: "batch", Resource: "jobs"}, "tj-node-0", errors.New("quota exceeded"))
+	createErr := apierrors.NewForbidden(schema.GroupResource{Group: "batch", Resource: "jobs"}, "tj-node-0", errors.New("exceeded quota: q, requested: count/jobs.batch=1, used: count/jobs.batch=10, limited: count/jobs.batch=10"))
 	f := newFixture(t, &interceptor.Funcs{
 		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
 			if _, ok := obj.(*batchv1.Job); ok {
@@ -515,11 +527,16 @@ func TestCreateErrorIsReturned(t *testing.T) {
 		t.Fatalf("Reconcile error = %v, want Forbidden", err)
 	}
 	got := f.trainJob(t, "tj")
-	if c := meta.FindStatusCondition(got.Status.Conditions, trainer.TrainJobCreated); c != nil {
-		t.Errorf("Created condition %+v set although no Job was created", c)
+	msg := `The API server refused Job tj-node-0: jobs.batch "tj-node-0" is forbidden: exceeded quota: q, requested: count/jobs.batch=1, used: count/jobs.batch=10, limited: count/jobs.batch=10`
+	want := []metav1.Condition{cond(trainer.TrainJobCreated, "False", trainer.TrainJobJobRefusedReason, msg, now)}
+	if diff := cmp.Diff(want, got.Status.Conditions); diff != "" {
+		t.Errorf("conditions (-want +got):\n%s", diff)
 	}
-	if got.Status.StartTime != nil {
-		t.Errorf("startTime %v set although no Job was created", got.Status.StartTime)
+	if got.Status.StartTime == nil {
+		t.Error("no startTime: the deadline of a TrainJob that cannot start would never run")
+	}
+	if diff := cmp.Diff([]string{"Warning JobRefused " + msg}, f.events()); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
 	}
 }
 
@@ -550,16 +567,19 @@ func TestDeletedTrainJobReleasesChildren(t *testing.T) {
 		}
 	})
 	t.Run("replaced by a TrainJob of the same name", func(t *testing.T) {
-		newer := utiltesting.MakeTrainJob("tj", testNS).UID("uid-2").Condition(createdCond(1, earlier)).JobsStatus(nodeStep).Obj()
-		newChild := childJob(t, newer, spec, 0)
-		newChild.Name = "tj-node-0-new" // a second object of the same replica, owned by the new TrainJob
-		f := newFixture(t, nil, newer, job.DeepCopy(), newChild)
+		// The earlier TrainJob was deleted (background cascade) and its
+		// Job is still there: it is released, and not taken for the new
+		// TrainJob's child.
+		newer := utiltesting.MakeTrainJob("tj", testNS).UID("uid-2").Obj()
+		f := newFixture(t, nil, newer, job.DeepCopy(), spec.ClusterRuntime("torch-distributed"))
 		if err := f.reconcile(t, "tj"); err != nil {
 			t.Fatalf("Reconcile: %v", err)
 		}
-		want := []jobState{{Name: "tj-node-0"}, {Name: "tj-node-0-new", Finalizers: tracked}}
-		if diff := cmp.Diff(want, jobStates(f.jobs(t)), cmpopts.EquateEmpty()); diff != "" {
+		if diff := cmp.Diff([]jobState{{Name: "tj-node-0"}}, jobStates(f.jobs(t)), cmpopts.EquateEmpty()); diff != "" {
 			t.Errorf("Jobs (-want +got):\n%s", diff)
+		}
+		if c := meta.FindStatusCondition(f.trainJob(t, "tj").Status.Conditions, trainer.TrainJobCreated); c == nil || c.Status != metav1.ConditionFalse || c.Reason != trainer.TrainJobNameTakenReason {
+			t.Errorf("Created = %+v, want False (%s)", c, trainer.TrainJobNameTakenReason)
 		}
 	})
 }

@@ -1,0 +1,270 @@
+package trainjob
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
+	trainruntime "github.com/trainjob-operator/trainjob-operator/internal/runtime"
+	utiltesting "github.com/trainjob-operator/trainjob-operator/internal/util/testing"
+)
+
+// A Job belongs to a TrainJob only if its controller is that TrainJob. A
+// child name held by any other Job is reported, never taken for the child,
+// and the TrainJob starts by itself once the name is free.
+func TestNameHeldByAJobNotOurs(t *testing.T) {
+	spec := utiltesting.MakeRuntimeSpec()
+	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-2").TTL(0)
+	earlierTJ := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").Obj()
+	oldJob := childJob(t, earlierTJ, spec, 0)
+	orphaned := oldJob.DeepCopy()
+	orphaned.OwnerReferences = nil
+	// Child names can collide across TrainJobs (TrainJob a-b with
+	// replicated Job c and TrainJob a with replicated Job b-c both want
+	// a-b-c-0): a Job of another TrainJob, labelled for that one.
+	collision := oldJob.DeepCopy()
+	collision.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(
+		utiltesting.MakeTrainJob("other", testNS).UID("uid-9").Obj(), trainer.GroupVersion.WithKind(trainer.TrainJobKind))}
+	collision.Labels = trainruntime.ChildLabels("other", "x", 0)
+	collision.Finalizers = nil // its TrainJob's to keep or release
+
+	cases := map[string]struct {
+		held        *batchv1.Job
+		wantMessage string
+		wantRetry   bool
+	}{
+		"an earlier TrainJob's Job, deleted with the default background cascade": {
+			held:        deleting(oldJob.DeepCopy()),
+			wantMessage: "Job ns/tj-node-0 is not this TrainJob's: it belongs to an earlier TrainJob tj (UID uid-1), being deleted. The TrainJob starts once the name is free",
+			wantRetry:   true,
+		},
+		"an orphaned Job (the earlier TrainJob deleted with --cascade=orphan)": {
+			held:        orphaned,
+			wantMessage: "Job ns/tj-node-0 is not this TrainJob's: it belongs to no owner. The TrainJob starts once the name is free",
+			wantRetry:   true,
+		},
+		"another TrainJob's Job whose name collides": {
+			held:        collision,
+			wantMessage: "Job ns/tj-node-0 is not this TrainJob's: it belongs to TrainJob other (UID uid-9). The TrainJob starts once the name is free",
+			wantRetry:   true,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, nil, tj.Clone().Obj(), tc.held.DeepCopy(), spec.ClusterRuntime("torch-distributed"))
+			res, err := f.reconcileResult(t, "tj")
+			if err != nil {
+				t.Fatalf("Reconcile: %v", err)
+			}
+			got := f.trainJob(t, "tj")
+			want := []metav1.Condition{cond(trainer.TrainJobCreated, "False", trainer.TrainJobNameTakenReason, tc.wantMessage, now)}
+			if diff := cmp.Diff(want, got.Status.Conditions); diff != "" {
+				t.Errorf("conditions (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff([]string{"Warning NameTaken " + tc.wantMessage}, f.events()); diff != "" {
+				t.Errorf("events (-want +got):\n%s", diff)
+			}
+			if tc.wantRetry && (res.RequeueAfter <= 0 || res.RequeueAfter > waitRetry) {
+				t.Errorf("RequeueAfter = %v, want a retry within %v", res.RequeueAfter, waitRetry)
+			}
+			var held batchv1.Job
+			if err := f.client.Get(context.Background(), client.ObjectKeyFromObject(tc.held), &held); err == nil && ctrlOwnerUID(&held) == got.UID {
+				t.Errorf("the Job in the way was adopted: %v", held.OwnerReferences)
+			}
+
+			// The name is freed: the TrainJob starts by itself.
+			if err := f.client.Delete(context.Background(), tc.held.DeepCopy()); client.IgnoreNotFound(err) != nil {
+				t.Fatalf("deleting the Job in the way: %v", err)
+			}
+			if err := f.reconcile(t, "tj"); err != nil {
+				t.Fatalf("Reconcile: %v", err)
+			}
+			got = f.trainJob(t, "tj")
+			if !meta.IsStatusConditionTrue(got.Status.Conditions, trainer.TrainJobCreated) || got.FinishedCondition() != nil {
+				t.Errorf("conditions %+v, want Created and running", got.Status.Conditions)
+			}
+			jobs := f.jobs(t)
+			if len(jobs) != 1 || ctrlOwnerUID(&jobs[0]) != got.UID {
+				t.Errorf("Jobs %v, want tj-node-0 owned by the TrainJob", jobStates(jobs))
+			}
+		})
+	}
+}
+
+// The name of a Job the cache does not show yet can be held by a Job that
+// is not the TrainJob's: the create's AlreadyExists is not taken for
+// success.
+func TestAlreadyExistsIsCheckedForTheOwner(t *testing.T) {
+	spec := utiltesting.MakeRuntimeSpec()
+	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-2").Obj()
+	foreign := childJob(t, utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").Obj(), spec, 0)
+	foreign.Labels = nil // not in the manager's cache
+	f := newFixture(t, &interceptor.Funcs{
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if err := c.List(ctx, list, opts...); err != nil {
+				return err
+			}
+			if jobs, ok := list.(*batchv1.JobList); ok {
+				jobs.Items = nil // as a cache filtered by label shows it
+			}
+			return nil
+		},
+	}, tj, foreign, spec.ClusterRuntime("torch-distributed"))
+	if err := f.reconcile(t, "tj"); err != nil {
+		t.Fatalf("Reconcile: %v", err)
+	}
+	c := meta.FindStatusCondition(f.trainJob(t, "tj").Status.Conditions, trainer.TrainJobCreated)
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != trainer.TrainJobNameTakenReason {
+		t.Errorf("Created = %+v, want False (%s)", c, trainer.TrainJobNameTakenReason)
+	}
+}
+
+// A child gone and its name since taken by a Job that is not the
+// TrainJob's is a child gone: the Job of the name is not counted as it.
+func TestVanishedChildReplacedByAnotherJob(t *testing.T) {
+	spec := utiltesting.MakeRuntimeSpec()
+	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-2").StartTime(earlier).
+		Condition(createdCond(1, earlier)).JobsStatus(nodeStep).Obj()
+	other := childJob(t, utiltesting.MakeTrainJob("tj", testNS).UID("uid-3").Obj(), spec, 0)
+	other.Labels = nil
+	f := newFixture(t, nil, tj, other)
+	if err := f.reconcile(t, "tj"); err != nil {
+		t.Fatalf("Reconcile: %v", err)
+	}
+	c := f.trainJob(t, "tj").FinishedCondition()
+	if c == nil || c.Type != trainer.TrainJobFailed || c.Reason != trainer.TrainJobJobDeletedReason {
+		t.Errorf("finished condition %+v, want Failed (%s)", c, trainer.TrainJobJobDeletedReason)
+	}
+}
+
+// Once all of a TrainJob's Jobs were created, a missing one is never
+// created again: when the API server cannot say what became of it, the
+// TrainJob waits.
+func TestMissingChildNotRecreatedOnReadError(t *testing.T) {
+	spec := utiltesting.MakeRuntimeSpec()
+	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").StartTime(earlier).
+		Condition(createdCond(1, earlier)).JobsStatus(nodeStep).Obj()
+	readErr := apierrors.NewServiceUnavailable("etcd leader changed")
+	created := 0
+	f := newFixture(t, &interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if _, ok := obj.(*batchv1.Job); ok {
+				return readErr
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			if _, ok := obj.(*batchv1.Job); ok {
+				created++
+			}
+			return c.Create(ctx, obj, opts...)
+		},
+	}, tj, spec.ClusterRuntime("torch-distributed"))
+	if err := f.reconcile(t, "tj"); !errors.Is(err, readErr) {
+		t.Errorf("Reconcile error = %v, want %v", err, readErr)
+	}
+	if created != 0 || len(f.jobs(t)) != 0 {
+		t.Errorf("%d Job(s) created, %v exist: a child whose outcome is unknown was created again", created, jobStates(f.jobs(t)))
+	}
+	if c := f.trainJob(t, "tj").FinishedCondition(); c != nil {
+		t.Errorf("finished %+v on a read error", c)
+	}
+}
+
+// The Jobs a TrainJob started with are the Jobs it finishes with: a runtime
+// edited between the creation of some of its Jobs and the others is
+// reported, not half applied.
+func TestRuntimeChangedBetweenCreations(t *testing.T) {
+	twoSteps := utiltesting.MakeRuntimeSpec().ReplicatedJobs(
+		utiltesting.MakeReplicatedJob("node").Trainer().Obj(),
+		utiltesting.MakeReplicatedJob("ps").Replicas(2).Obj())
+	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").StartTime(earlier).
+		JobsStatus(nodeStep, trainer.JobStatus{Name: "ps", Replicas: 2}).Obj()
+	node := childJob(t, tj, twoSteps, 0)
+	// The runtime lost its ps step after tj-node-0 was created.
+	f := newFixture(t, nil, tj, node, utiltesting.MakeRuntimeSpec().ClusterRuntime("torch-distributed"))
+	if err := f.reconcile(t, "tj"); err != nil {
+		t.Fatalf("Reconcile: %v", err)
+	}
+	got := f.trainJob(t, "tj")
+	want := []metav1.Condition{cond(trainer.TrainJobCreated, "False", trainer.TrainJobRuntimeChangedReason,
+		"ClusterTrainingRuntime torch-distributed changed after the first Jobs of the TrainJob were created: its replicated Jobs were node×1, ps×2 and are now node×1. The TrainJob keeps the replicated Jobs it started with: restore the runtime, or delete the TrainJob", now)}
+	if diff := cmp.Diff(want, got.Status.Conditions); diff != "" {
+		t.Errorf("conditions (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]jobState{{Name: "tj-node-0", Finalizers: tracked}}, jobStates(f.jobs(t))); diff != "" {
+		t.Errorf("Jobs (-want +got):\n%s", diff)
+	}
+}
+
+// A child Job whose labels were removed drops out of the manager's cache
+// (it holds the Jobs labelled for a TrainJob): it is still found by name
+// and owner, its labels are put back, and its finalizer is released when
+// its TrainJob goes.
+func TestChildFoundWhateverItsLabels(t *testing.T) {
+	spec := utiltesting.MakeRuntimeSpec()
+	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").StartTime(earlier).
+		Condition(createdCond(1, earlier)).JobsStatus(nodeStep)
+	unlabelled := childJob(t, tj.Obj(), spec, 0)
+	unlabelled.Labels = map[string]string{"team": "a"}
+
+	t.Run("running", func(t *testing.T) {
+		f := newFixture(t, nil, tj.Clone().Obj(), utiltesting.WrapJob(unlabelled).Active(1).Obj())
+		if err := f.reconcile(t, "tj"); err != nil {
+			t.Fatalf("Reconcile: %v", err)
+		}
+		if c := f.trainJob(t, "tj").FinishedCondition(); c != nil {
+			t.Errorf("finished %+v: the child was taken for gone", c)
+		}
+		var job batchv1.Job
+		if err := f.client.Get(context.Background(), client.ObjectKeyFromObject(unlabelled), &job); err != nil {
+			t.Fatal(err)
+		}
+		want := trainruntime.ChildLabels("tj", "node", 0)
+		want["team"] = "a"
+		if diff := cmp.Diff(want, job.Labels); diff != "" {
+			t.Errorf("labels (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("TrainJob deleted in the foreground", func(t *testing.T) {
+		deletingTJ := tj.Clone().Obj()
+		deletingTJ.Finalizers = []string{metav1.FinalizerDeleteDependents}
+		deletingTJ.DeletionTimestamp = ptr.To(metav1.NewTime(now))
+		f := newFixture(t, nil, deletingTJ, unlabelled.DeepCopy())
+		if err := f.reconcile(t, "tj"); err != nil {
+			t.Fatalf("Reconcile: %v", err)
+		}
+		if diff := cmp.Diff([]jobState{{Name: "tj-node-0"}}, jobStates(f.jobs(t)), cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("Jobs (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// A Service of the TrainJob's name that is not the TrainJob's would leave
+// its Pods without DNS names: it is reported like a Job in the way.
+func TestNameHeldByAServiceNotOurs(t *testing.T) {
+	spec := utiltesting.MakeRuntimeSpec()
+	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-2").Obj()
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "tj", Namespace: testNS}}
+	f := newFixture(t, nil, tj, svc, spec.ClusterRuntime("torch-distributed"))
+	if err := f.reconcile(t, "tj"); err != nil {
+		t.Fatalf("Reconcile: %v", err)
+	}
+	c := meta.FindStatusCondition(f.trainJob(t, "tj").Status.Conditions, trainer.TrainJobCreated)
+	want := "Service ns/tj is not this TrainJob's: it belongs to no owner. The TrainJob starts once the name is free"
+	if c == nil || c.Status != metav1.ConditionFalse || c.Message != want {
+		t.Errorf("Created = %+v, want False: %s", c, want)
+	}
+}

@@ -1,0 +1,91 @@
+package trainjob
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	batchv1 "k8s.io/api/batch/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
+	utiltesting "github.com/trainjob-operator/trainjob-operator/internal/util/testing"
+)
+
+// Suspended=True only once every child has been seen with no Pod: a child
+// the cache does not show yet is not a child without Pods.
+func TestSuspendedOnlyOnceEveryChildIsSeenStopped(t *testing.T) {
+	twoWorkers := utiltesting.MakeRuntimeSpec().ReplicatedJobs(utiltesting.MakeReplicatedJob("worker").Replicas(2).Obj())
+	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").RuntimeRef(trainer.ClusterTrainingRuntimeKind, "torch-distributed").
+		StartTime(earlier).Suspend(true).Condition(createdCond(2, earlier)).JobsStatus(trainer.JobStatus{Name: "worker", Replicas: 2}).Obj()
+	stopped := utiltesting.WrapJob(childJob(t, tj, twoWorkers, 0)).SuspendedByController(now).Obj()
+	running := utiltesting.WrapJob(childJob(t, tj, twoWorkers, 1)).Active(1).Obj()
+	// The cache shows tj-worker-0 only; tj-worker-1 still has its Pod.
+	f := newFixture(t, &interceptor.Funcs{
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if err := c.List(ctx, list, opts...); err != nil {
+				return err
+			}
+			if jobs, ok := list.(*batchv1.JobList); ok {
+				var seen []batchv1.Job
+				for _, j := range jobs.Items {
+					if j.Name != running.Name {
+						seen = append(seen, j)
+					}
+				}
+				jobs.Items = seen
+			}
+			return nil
+		},
+	}, tj, stopped, running)
+	if err := f.reconcile(t, "tj"); err != nil {
+		t.Fatalf("Reconcile: %v", err)
+	}
+	c := meta.FindStatusCondition(f.trainJob(t, "tj").Status.Conditions, trainer.TrainJobSuspended)
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != trainer.TrainJobSuspendingReason {
+		t.Errorf("Suspended = %+v, want False (%s) while tj-worker-1 has a Pod", c, trainer.TrainJobSuspendingReason)
+	}
+	if ev := f.events(); len(ev) != 0 {
+		t.Errorf("events %v, want none until the TrainJob is suspended", ev)
+	}
+}
+
+// startTime is reset once per resume. A child whose resume keeps failing
+// does not push the deadline back at every reconcile.
+func TestStartTimeResetOncePerResume(t *testing.T) {
+	spec := utiltesting.MakeRuntimeSpec()
+	base := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").Deadline(600).Condition(createdCond(1, earlier)).JobsStatus(nodeStep)
+	suspendedTJ := base.Clone().StartTime(earlier).
+		Condition(cond(trainer.TrainJobSuspended, "True", trainer.TrainJobSuspendedReason, "suspended", earlier)).Obj()
+	job := utiltesting.WrapJob(childJob(t, suspendedTJ, spec, 0)).SuspendedByController(earlier).Obj()
+	patchErr := errors.New("admission webhook denied the request")
+	f := newFixture(t, &interceptor.Funcs{
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			if _, ok := obj.(*batchv1.Job); ok {
+				return patchErr
+			}
+			return c.Patch(ctx, obj, patch, opts...)
+		},
+	}, suspendedTJ, job)
+
+	_ = f.reconcile(t, "tj") // the resume patch fails
+
+	first := f.trainJob(t, "tj")
+	if first.Status.StartTime == nil || !first.Status.StartTime.Time.Equal(now) {
+		t.Fatalf("startTime after the resume = %v, want %v", first.Status.StartTime, now)
+	}
+	// Later reconciles, the child still suspended.
+	f.clock.Step(10 * time.Second)
+	for range 3 {
+		_ = f.reconcile(t, "tj")
+	}
+	got := f.trainJob(t, "tj")
+	if diff := cmp.Diff(first.Status.StartTime, got.Status.StartTime); diff != "" {
+		t.Errorf("startTime moved after the resume (-first +now):\n%s", diff)
+	}
+}
