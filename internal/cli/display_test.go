@@ -31,6 +31,9 @@ func TestTable(t *testing.T) {
 		*make("running").NumNodes(4).Condition(created).StartTime(now.Add(-10 * time.Minute)).Deadline(3600).Obj(),
 		*make("suspended").Suspend(true).Condition(created).StartTime(now.Add(-10 * time.Minute)).Deadline(3600).
 			Condition(cond(trainer.TrainJobSuspended, "True", trainer.TrainJobSuspendedReason, now.Add(-time.Minute))).Obj(),
+		// Waiting to be started or admitted: afterSuspended does not count.
+		*make("waiting").Suspend(true).Condition(created).
+			Condition(cond(trainer.TrainJobSuspended, "True", trainer.TrainJobSuspendedReason, now.Add(-time.Minute))).Obj(),
 		*make("done").Condition(created).TTL(300).StartTime(now.Add(-30 * time.Minute)).
 			Condition(cond(trainer.TrainJobComplete, "True", trainer.TrainJobJobsCompletedReason, now.Add(-2*time.Minute))).Obj(),
 		*make("failed").Condition(created).StartTime(now.Add(-30 * time.Minute)).
@@ -48,6 +51,7 @@ func TestTable(t *testing.T) {
 pending     Pending (RuntimeNotFound)   -       -         -             -                              60m
 running     Running                     4       10m ago   50m           -                              60m
 suspended   Suspended                   -       10m ago   paused        23h (afterSuspended)           60m
+waiting     Suspended                   -       -         -             -                              60m
 done        Complete                    -       30m ago   -             3m (ttlSecondsAfterFinished)   60m
 failed      Failed (DeadlineExceeded)   -       30m ago   -             58m (afterFinished)            60m
 `

@@ -195,8 +195,14 @@ func TestKEP2899ExampleRunsAndIsCleanedUp(t *testing.T) {
 	waitGoneNotBefore(t, ns, "my-training", tj.FinishedCondition().LastTransitionTime.Add(5*time.Second))
 }
 
+// deadlineTolerance is how late after its due time a deadline may be
+// enforced: KEP-2899's promise (±5 s; never early, since both times are
+// stored timestamps). How close to the due time it really is, is measured by
+// make bench, not asserted here.
+const deadlineTolerance = 5 * time.Second
+
 // A TrainJob that would run ten minutes, with a 10s deadline: Failed with
-// DeadlineExceeded within 2s of the deadline, every Pod gone soon after.
+// DeadlineExceeded within 5s of the deadline, every Pod gone soon after.
 func TestDeadlineStopsALongTrainJob(t *testing.T) {
 	ns := newNamespace(t)
 	create(t, trainJob("long", ns, 10*time.Minute).NumNodes(2).Deadline(10).Obj())
@@ -205,8 +211,8 @@ func TestDeadlineStopsALongTrainJob(t *testing.T) {
 	tj := waitCondition(t, ns, "long", trainer.TrainJobFailed, trainer.TrainJobDeadlineExceededReason)
 	due := tj.Status.StartTime.Add(10 * time.Second)
 	failedAt := tj.FinishedCondition().LastTransitionTime.Time
-	if failedAt.Before(due) || failedAt.After(due.Add(2*time.Second)) {
-		t.Errorf("failed at %s, want within 2s after the deadline %s", failedAt.Format(time.RFC3339), due.Format(time.RFC3339))
+	if failedAt.Before(due) || failedAt.After(due.Add(deadlineTolerance)) {
+		t.Errorf("failed at %s, want within %s after the deadline %s", failedAt.Format(time.RFC3339), deadlineTolerance, due.Format(time.RFC3339))
 	}
 	waitNoPods(t, 15*time.Second, ns, "long")
 }
@@ -349,8 +355,8 @@ func TestManagerKilledWithTimersPending(t *testing.T) {
 
 	tj := waitCondition(t, ns, "deadline", trainer.TrainJobFailed, trainer.TrainJobDeadlineExceededReason)
 	due := running.Status.StartTime.Add(12 * time.Second)
-	if at := tj.FinishedCondition().LastTransitionTime.Time; at.Before(due) || at.After(due.Add(2*time.Second)) {
-		t.Errorf("deadline enforced at %s, want within 2s after %s", at.Format(time.RFC3339), due.Format(time.RFC3339))
+	if at := tj.FinishedCondition().LastTransitionTime.Time; at.Before(due) || at.After(due.Add(deadlineTolerance)) {
+		t.Errorf("deadline enforced at %s, want within %s after %s", at.Format(time.RFC3339), deadlineTolerance, due.Format(time.RFC3339))
 	}
 	waitGoneNotBefore(t, ns, "ttl", finished.FinishedCondition().LastTransitionTime.Add(12*time.Second))
 }

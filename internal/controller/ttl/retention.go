@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	configv1alpha1 "github.com/trainjob-operator/trainjob-operator/api/config/v1alpha1"
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
@@ -16,8 +18,9 @@ import (
 //
 //   - finished and Failed, with afterFailed set: finish time + afterFailed;
 //   - finished, with afterFinished set: finish time + afterFinished;
-//   - not finished, suspended (Suspended=True) with afterSuspended set: the
-//     time it was suspended + afterSuspended.
+//   - suspended after it ran, with afterSuspended set: the time it was last
+//     suspended (Suspended=True) + afterSuspended. See suspendedSince for
+//     what counts.
 //
 // An unset policy never deletes; 0 deletes at once.
 func retained(tj *trainer.TrainJob, p *configv1alpha1.TrainJobRetentionPolicy) *Expiry {
@@ -45,16 +48,46 @@ func retained(tj *trainer.TrainJob, p *configv1alpha1.TrainJobRetentionPolicy) *
 	if p.AfterSuspended == nil {
 		return nil
 	}
-	for _, c := range tj.Status.Conditions {
-		if c.Type == trainer.TrainJobSuspended && c.Status == metav1.ConditionTrue {
-			return &Expiry{
-				Since:  c.LastTransitionTime.Time,
-				At:     c.LastTransitionTime.Add(p.AfterSuspended.Duration),
-				Policy: metrics.PolicyAfterSuspended,
-				Reason: fmt.Sprintf("it has been suspended since %s and the cluster's retention policy afterSuspended of %s expired",
-					c.LastTransitionTime.UTC().Format(time.RFC3339), p.AfterSuspended.Duration),
-			}
-		}
+	since, ok := suspendedSince(tj)
+	if !ok {
+		return nil
 	}
-	return nil
+	return &Expiry{
+		Since:  since.Time,
+		At:     since.Add(p.AfterSuspended.Duration),
+		Policy: metrics.PolicyAfterSuspended,
+		Reason: fmt.Sprintf("it has been suspended since %s and the cluster's retention policy afterSuspended of %s expired",
+			since.UTC().Format(time.RFC3339), p.AfterSuspended.Duration),
+	}
+}
+
+// suspendedSince is when a TrainJob that afterSuspended may delete was
+// suspended. afterSuspended retires work that was stopped and left, not
+// work waiting its turn, so a TrainJob counts only if all of these hold:
+//
+//   - its spec still asks for suspension: Suspended=True may be stale on a
+//     TrainJob a user or Kueue has just resumed;
+//   - it is Suspended=True: its Pods are gone, since then;
+//   - it ran before (status.startTime is set): a TrainJob created
+//     suspended and never resumed is waiting to be started;
+//   - it is not queued in Kueue (kueue.x-k8s.io/queue-name): Kueue keeps a
+//     queued TrainJob suspended until it is admitted, and suspends it again
+//     when it is preempted, to wait for admission once more. Kueue retires
+//     the workloads it deactivates with its own retention policy.
+func suspendedSince(tj *trainer.TrainJob) (metav1.Time, bool) {
+	if !ptr.Deref(tj.Spec.Suspend, false) || tj.Status.StartTime == nil || queued(tj) {
+		return metav1.Time{}, false
+	}
+	c := meta.FindStatusCondition(tj.Status.Conditions, trainer.TrainJobSuspended)
+	if c == nil || c.Status != metav1.ConditionTrue {
+		return metav1.Time{}, false
+	}
+	return c.LastTransitionTime, true
+}
+
+// queued reports whether a TrainJob is in a Kueue queue.
+func queued(tj *trainer.TrainJob) bool {
+	_, labelled := tj.Labels[trainer.KueueQueueNameLabel]
+	_, annotated := tj.Annotations[trainer.KueueQueueNameLabel]
+	return labelled || annotated
 }

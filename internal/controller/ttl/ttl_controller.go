@@ -163,7 +163,6 @@ func (r *Reconciler) deleteIfExpired(ctx context.Context, key types.NamespacedNa
 		return ctrl.Result{RequeueAfter: wait, Priority: ptr.To(expiryPriority)}, nil
 	}
 
-	r.recorder.Eventf(&tj, nil, corev1.EventTypeNormal, "Deleting", "Delete", "Deleting the TrainJob: %s", exp.Reason)
 	err := r.client.Delete(ctx, &tj,
 		client.Preconditions{UID: &tj.UID, ResourceVersion: &tj.ResourceVersion},
 		client.PropagationPolicy(metav1.DeletePropagationForeground))
@@ -177,6 +176,9 @@ func (r *Reconciler) deleteIfExpired(ctx context.Context, key types.NamespacedNa
 	case err != nil:
 		return ctrl.Result{}, err
 	}
+	// The event follows the accepted delete request, so a delete that
+	// conflicts and is decided again does not announce it twice.
+	r.recorder.Eventf(&tj, nil, corev1.EventTypeNormal, "Deleting", "Delete", "Deleting the TrainJob: %s", exp.Reason)
 	latency := r.clock.Since(exp.At)
 	log.Info("Deleted TrainJob", "policy", exp.Policy, "reason", exp.Reason, "latency", latency)
 	metrics.TTLDeletions.WithLabelValues(exp.Policy).Inc()

@@ -107,6 +107,8 @@ func (f *fixture) events() []string {
 func TestReconcile(t *testing.T) {
 	base := utiltesting.MakeTrainJob("tj", "ns").UID("uid-1")
 	done := base.Clone().Condition(complete(now.Add(-time.Minute)))
+	ran := base.Clone().StartTime(now.Add(-3 * time.Hour))
+	afterSuspended := &configv1alpha1.TrainJobRetentionPolicy{AfterSuspended: dur(time.Hour)}
 	cases := map[string]struct {
 		live        *trainer.TrainJob
 		cached      *trainer.TrainJob
@@ -197,22 +199,46 @@ func TestReconcile(t *testing.T) {
 			wantPending: 1,
 		},
 		"retention afterSuspended expired": {
-			live:        base.Clone().Suspend(true).Condition(suspended(now.Add(-2 * time.Hour))).Obj(),
-			retention:   &configv1alpha1.TrainJobRetentionPolicy{AfterSuspended: dur(time.Hour)},
+			live:        ran.Clone().Suspend(true).Condition(suspended(now.Add(-2 * time.Hour))).Obj(),
+			retention:   afterSuspended,
 			wantDeleted: true,
 			wantPolicy:  metrics.PolicyAfterSuspended,
 			wantEvents:  []string{"Normal Deleting Deleting the TrainJob: it has been suspended since 2026-03-01T08:00:00Z and the cluster's retention policy afterSuspended of 1h0m0s expired"},
 		},
 		"retention afterSuspended not expired": {
-			live:        base.Clone().Suspend(true).Condition(suspended(now.Add(-10 * time.Minute))).Obj(),
-			retention:   &configv1alpha1.TrainJobRetentionPolicy{AfterSuspended: dur(time.Hour)},
+			live:        ran.Clone().Suspend(true).Condition(suspended(now.Add(-10 * time.Minute))).Obj(),
+			retention:   afterSuspended,
 			wantRequeue: 50 * time.Minute,
 			wantPending: 1,
 		},
 		"a resumed TrainJob is not retained as suspended": {
-			live: base.Clone().Condition(metav1.Condition{Type: trainer.TrainJobSuspended, Status: metav1.ConditionFalse,
+			live: ran.Clone().Condition(metav1.Condition{Type: trainer.TrainJobSuspended, Status: metav1.ConditionFalse,
 				Reason: trainer.TrainJobResumedReason, LastTransitionTime: metav1.NewTime(now.Add(-2 * time.Hour))}).Obj(),
-			retention: &configv1alpha1.TrainJobRetentionPolicy{AfterSuspended: dur(time.Hour)},
+			retention: afterSuspended,
+		},
+		// After an outage, the fresh read can show Suspended=True on a
+		// TrainJob already resumed: its spec says so first.
+		"resumed, Suspended=True not updated yet: kept": {
+			live:      ran.Clone().Suspend(false).Condition(suspended(now.Add(-2 * time.Hour))).Obj(),
+			retention: afterSuspended,
+		},
+		"resumed where the cache has not seen it yet: kept": {
+			cached:    ran.Clone().Suspend(true).Condition(suspended(now.Add(-2 * time.Hour))).Obj(),
+			live:      ran.Clone().Suspend(false).Condition(suspended(now.Add(-2 * time.Hour))).Obj(),
+			retention: afterSuspended,
+		},
+		"created suspended and never started: waiting, kept": {
+			live:      base.Clone().Suspend(true).Condition(suspended(now.Add(-2 * time.Hour))).Obj(),
+			retention: afterSuspended,
+		},
+		"queued in Kueue (preempted after it ran): waiting for admission, kept": {
+			live:      ran.Clone().Label(trainer.KueueQueueNameLabel, "team-a").Suspend(true).Condition(suspended(now.Add(-2 * time.Hour))).Obj(),
+			retention: afterSuspended,
+		},
+		"suspended while Pods still run (Suspending): kept": {
+			live: ran.Clone().Suspend(true).Condition(metav1.Condition{Type: trainer.TrainJobSuspended, Status: metav1.ConditionFalse,
+				Reason: trainer.TrainJobSuspendingReason, LastTransitionTime: metav1.NewTime(now.Add(-2 * time.Hour))}).Obj(),
+			retention: afterSuspended,
 		},
 		"no retention policy: kept": {
 			live:      done.Clone().Obj(),
@@ -316,6 +342,11 @@ func TestDeleteIsConditionalOnTheCheckedVersion(t *testing.T) {
 	var cur trainer.TrainJob
 	if err := f.api.Get(context.Background(), client.ObjectKeyFromObject(tj), &cur); err != nil {
 		t.Errorf("TrainJob deleted although it changed after the check: %v", err)
+	}
+	// Nothing was deleted: nothing is announced, so a delete decided
+	// again does not repeat the event.
+	if ev := f.events(); len(ev) != 0 {
+		t.Errorf("events %v for a delete that did not happen", ev)
 	}
 }
 
