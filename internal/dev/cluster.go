@@ -106,7 +106,9 @@ const systemNamespace = "trainjob-system"
 // trainctl can tell when retention policies delete TrainJobs.
 const ConfigMapName = "trainjob-operator-config"
 
-// devConfiguration is the manager's configuration in the dev cluster.
+// devConfiguration is the manager's configuration in the dev cluster. It
+// turns on retention, which the shipped configuration leaves off
+// (KEP-1618: opt-in), so that trainctl get shows it at work.
 const devConfiguration = `apiVersion: config.trainer.kubeflow.org/v1alpha1
 kind: Configuration
 leaderElection:
@@ -115,6 +117,8 @@ webhook:
   certManagement:
     # The API server calls the manager on this machine by this name.
     dnsName: localhost
+# Retention is off unless configured (config/manager/config.yaml sets none);
+# it is on here to show it: see docs/lifecycle.md#retention-policies.
 objectRetentionPolicies:
   trainJobs:
     afterFinished: 1h
