@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -49,17 +50,27 @@ func NewCommand(out, errOut io.Writer) *cobra.Command {
 	f.BoolVarP(&g.allNamespaces, "all-namespaces", "A", false, "TrainJobs of every namespace")
 	f.StringVar(&g.configFile, "manager-config", "", "The manager's Configuration file, for the retention policies (default: the "+dev.ConfigMapName+" ConfigMap in trainjob-system, if readable)")
 	root.AddCommand(newGetCommand(g), newDescribeCommand(g), newDevCommand(g))
+	root.AddCommand(newUninstallCommand(g))
 	return root
 }
 
 // client returns a client of the cluster and the namespace to look in.
 func (g *globals) client() (client.Client, string, error) {
+	return g.clientWith(nil)
+}
+
+// clientWith returns a client of the cluster, its configuration changed by
+// edit if not nil, and the namespace to look in.
+func (g *globals) clientWith(edit func(*rest.Config)) (client.Client, string, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = g.kubeconfig
 	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: g.context})
 	cfg, err := cc.ClientConfig()
 	if err != nil {
 		return nil, "", fmt.Errorf("no cluster to talk to: %w", err)
+	}
+	if edit != nil {
+		edit(cfg)
 	}
 	ns, _, err := cc.Namespace()
 	if err != nil {
