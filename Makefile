@@ -21,7 +21,7 @@ E2E_TIMEOUT ?= 15m
 # duration, Go 1.26's fuzz coordinator can report its own stop as a failure,
 # "context deadline exceeded" with no failing input (golang/go#75804).
 FUZZ_TIME ?= 10000x
-FUZZ_TARGETS := internal/controller/ttl:FuzzExpiry internal/controller/trainjob:FuzzActiveDeadline \
+FUZZ_TARGETS := internal/lifecycle:FuzzExpiry internal/controller/trainjob:FuzzActiveDeadline \
 	internal/runtime:FuzzBuild internal/config:FuzzDecode
 
 ##@ General

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
+	"github.com/trainjob-operator/trainjob-operator/internal/lifecycle"
 	utiltesting "github.com/trainjob-operator/trainjob-operator/internal/util/testing"
 )
 
@@ -153,12 +154,11 @@ func (t *tracker) counts() trackedCounts {
 }
 
 func trainJobFinish(o client.Object) (time.Time, time.Duration, bool) {
-	tj := o.(*trainer.TrainJob)
-	c := tj.FinishedCondition()
-	if c == nil {
+	exp := lifecycle.TTLAfterFinished(o.(*trainer.TrainJob))
+	if exp == nil {
 		return time.Time{}, 0, false
 	}
-	return c.LastTransitionTime.Time, time.Duration(ptr.Deref(tj.Spec.TTLSecondsAfterFinished, 0)) * time.Second, true
+	return exp.Since, exp.At.Sub(exp.Since), true
 }
 
 // trainJobRunning: every child Job has its Pods ready or succeeded.

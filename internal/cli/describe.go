@@ -18,8 +18,7 @@ import (
 
 	configv1alpha1 "github.com/trainjob-operator/trainjob-operator/api/config/v1alpha1"
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
-	"github.com/trainjob-operator/trainjob-operator/internal/controller/trainjob"
-	"github.com/trainjob-operator/trainjob-operator/internal/controller/ttl"
+	"github.com/trainjob-operator/trainjob-operator/internal/lifecycle"
 	"github.com/trainjob-operator/trainjob-operator/internal/runtime"
 )
 
@@ -119,10 +118,10 @@ func (d *description) timeline(retention *configv1alpha1.TrainJobRetentionPolicy
 	if c := tj.FinishedCondition(); c != nil && !slices.ContainsFunc(d.events, func(e corev1.Event) bool { return e.Reason == c.Reason || e.Reason == "Completed" }) {
 		ms = append(ms, moment{c.LastTransitionTime.Time, fmt.Sprintf("finished: %s (%s) %s", c.Type, c.Reason, c.Message)})
 	}
-	if due, ok := trainjob.ActiveDeadline(tj); ok {
+	if due, ok := lifecycle.ActiveDeadline(tj); ok {
 		ms = append(ms, moment{due, fmt.Sprintf("active deadline (%ds), in %s", *tj.Spec.ActiveDeadlineSeconds, until(due, now))})
 	}
-	if exp := ttl.ExpiryOf(tj, retention); exp != nil && tj.DeletionTimestamp == nil {
+	if exp := lifecycle.ExpiryOf(tj, retention); exp != nil {
 		ms = append(ms, moment{exp.At, fmt.Sprintf("deletion due (%s), in %s", exp.Policy, until(exp.At, now))})
 	}
 	if tj.DeletionTimestamp != nil {

@@ -11,15 +11,14 @@ import (
 
 	configv1alpha1 "github.com/trainjob-operator/trainjob-operator/api/config/v1alpha1"
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
-	"github.com/trainjob-operator/trainjob-operator/internal/controller/trainjob"
-	"github.com/trainjob-operator/trainjob-operator/internal/controller/ttl"
+	"github.com/trainjob-operator/trainjob-operator/internal/lifecycle"
 )
 
 // state is a TrainJob's state in a word or two, with the reason when it
 // says more.
 func state(tj *trainer.TrainJob) string {
 	cond := func(t string) *metav1.Condition { return meta.FindStatusCondition(tj.Status.Conditions, t) }
-	if ptr.Deref(tj.Spec.ManagedBy, trainer.DefaultManagedBy) != trainer.DefaultManagedBy {
+	if lifecycle.ManagedElsewhere(tj) {
 		return "ManagedElsewhere"
 	}
 	if c := tj.FinishedCondition(); c != nil {
@@ -48,9 +47,9 @@ func state(tj *trainer.TrainJob) string {
 
 // deadlineIn says when the active deadline falls.
 func deadlineIn(tj *trainer.TrainJob, now time.Time) string {
-	due, ok := trainjob.ActiveDeadline(tj)
+	due, ok := lifecycle.ActiveDeadline(tj)
 	if !ok {
-		if tj.Spec.ActiveDeadlineSeconds != nil && ptr.Deref(tj.Spec.Suspend, false) && tj.FinishedCondition() == nil {
+		if lifecycle.DeadlinePaused(tj) {
 			return "paused"
 		}
 		return "-"
@@ -60,10 +59,7 @@ func deadlineIn(tj *trainer.TrainJob, now time.Time) string {
 
 // deletedIn says when the TrainJob is deleted, and by which rule.
 func deletedIn(tj *trainer.TrainJob, retention *configv1alpha1.TrainJobRetentionPolicy, now time.Time) string {
-	if tj.DeletionTimestamp != nil || ptr.Deref(tj.Spec.ManagedBy, trainer.DefaultManagedBy) != trainer.DefaultManagedBy {
-		return "-"
-	}
-	exp := ttl.ExpiryOf(tj, retention)
+	exp := lifecycle.ExpiryOf(tj, retention)
 	if exp == nil {
 		return "-"
 	}

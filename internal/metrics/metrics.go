@@ -16,17 +16,9 @@ import (
 
 const namespace = "trainjob"
 
-// Values of the policy label of TTLDeletions: which rule deleted a TrainJob.
-const (
-	PolicyTTL            = "ttlSecondsAfterFinished"
-	PolicyAfterFinished  = "afterFinished"
-	PolicyAfterFailed    = "afterFailed"
-	PolicyAfterSuspended = "afterSuspended"
-)
-
 var (
 	// TTLDeletions counts TrainJobs deleted by the TTL-after-finished and
-	// retention rules.
+	// retention rules, by the name of the rule (lifecycle.Policy*).
 	TTLDeletions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: namespace,
 		Name:      "ttl_deletions_total",

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
+	"github.com/trainjob-operator/trainjob-operator/internal/lifecycle"
 	"github.com/trainjob-operator/trainjob-operator/internal/runtime"
 )
 
@@ -29,10 +30,6 @@ const (
 	// MinRecommendedTTL is the TTL under which the webhook warns that a
 	// finished TrainJob may be gone before anyone looks at it.
 	MinRecommendedTTL = 60
-
-	// MultiKueueManagedBy is the spec.managedBy of TrainJobs that Kueue's
-	// MultiKueue dispatches to a worker cluster.
-	MultiKueueManagedBy = "kueue.x-k8s.io/multikueue"
 
 	// dryRunTimeout bounds the dry-run creations of a TrainJob's Jobs, well
 	// within the API server's 10 s timeout for calling the webhook.
@@ -107,12 +104,12 @@ func ttlWarnings(oldTJ, newTJ *trainer.TrainJob) admission.Warnings {
 // TrainJob to no controller at all, for good (the field is immutable).
 func managedByWarnings(tj *trainer.TrainJob) admission.Warnings {
 	m := ptr.Deref(tj.Spec.ManagedBy, trainer.DefaultManagedBy)
-	if m == trainer.DefaultManagedBy || m == MultiKueueManagedBy {
+	if lifecycle.KnownManager(m) {
 		return nil
 	}
 	return admission.Warnings{fmt.Sprintf(
 		"spec.managedBy: %q is neither %s (trainjob-operator) nor %s (Kueue's MultiKueue): trainjob-operator will not run this TrainJob, and unless a controller of that name exists nothing will; managedBy cannot be changed later",
-		m, trainer.DefaultManagedBy, MultiKueueManagedBy)}
+		m, trainer.DefaultManagedBy, lifecycle.MultiKueue)}
 }
 
 // validateRuntime checks that the TrainJob can run on its runtime, with the
@@ -120,7 +117,7 @@ func managedByWarnings(tj *trainer.TrainJob) admission.Warnings {
 // server whether it would accept those Jobs. A runtime that does not exist
 // yet is a warning: the TrainJob waits for it.
 func (v *TrainJobValidator) validateRuntime(ctx context.Context, tj *trainer.TrainJob) (admission.Warnings, field.ErrorList) {
-	if ptr.Deref(tj.Spec.ManagedBy, trainer.DefaultManagedBy) != trainer.DefaultManagedBy {
+	if lifecycle.ManagedElsewhere(tj) {
 		return nil, nil // another controller runs it, maybe on another cluster
 	}
 	rt, err := runtime.Resolve(ctx, v.reader, tj)

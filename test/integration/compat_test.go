@@ -19,8 +19,8 @@ import (
 	configv1alpha1 "github.com/trainjob-operator/trainjob-operator/api/config/v1alpha1"
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
 	"github.com/trainjob-operator/trainjob-operator/internal/config"
+	"github.com/trainjob-operator/trainjob-operator/internal/lifecycle"
 	utiltesting "github.com/trainjob-operator/trainjob-operator/internal/util/testing"
-	"github.com/trainjob-operator/trainjob-operator/internal/webhook"
 )
 
 // compatDir holds Kubeflow Trainer YAML that must apply and run unchanged.
@@ -235,9 +235,9 @@ func TestShippedManifestsApply(t *testing.T) {
 func TestSchemaRefusesChangesItWouldIgnore(t *testing.T) {
 	ns := newNamespace(t)
 	// Managed by MultiKueue, so that no controller here writes to them.
-	plain := utiltesting.MakeTrainJob("plain", ns).ManagedBy(webhook.MultiKueueManagedBy).Label("team", "a")
+	plain := utiltesting.MakeTrainJob("plain", ns).ManagedBy(lifecycle.MultiKueue).Label("team", "a")
 	plain.Spec.Labels = map[string]string{"team": "a"}
-	withTrainer := utiltesting.MakeTrainJob("with-trainer", ns).ManagedBy(webhook.MultiKueueManagedBy).NumNodes(2)
+	withTrainer := utiltesting.MakeTrainJob("with-trainer", ns).ManagedBy(lifecycle.MultiKueue).NumNodes(2)
 	withTrainer.Spec.Annotations = map[string]string{"note": "a"}
 	for _, tj := range []*trainer.TrainJob{plain.Obj(), withTrainer.Obj()} {
 		create(t, tj)

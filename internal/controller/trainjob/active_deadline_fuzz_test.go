@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trainjob-operator/trainjob-operator/internal/lifecycle"
 	utiltesting "github.com/trainjob-operator/trainjob-operator/internal/util/testing"
 )
 
@@ -22,7 +23,7 @@ func FuzzActiveDeadline(f *testing.F) {
 		}
 		start := time.Unix(startUnix, 0).UTC()
 		tj := utiltesting.MakeTrainJob("tj", "ns").StartTime(start).Deadline(seconds).Obj()
-		due, ok := ActiveDeadline(tj)
+		due, ok := lifecycle.ActiveDeadline(tj)
 		if ok {
 			if due.Before(start) {
 				t.Fatalf("deadline %s before the start %s", due, start)

@@ -45,12 +45,3 @@ func rank(t string) int {
 	}
 	return len(conditionOrder)
 }
-
-// IsFinished reports whether the TrainJob is Complete or Failed, and when it
-// became so.
-func IsFinished(tj *trainer.TrainJob) (bool, metav1.Time) {
-	if c := tj.FinishedCondition(); c != nil {
-		return true, c.LastTransitionTime
-	}
-	return false, metav1.Time{}
-}

@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
+	"github.com/trainjob-operator/trainjob-operator/internal/lifecycle"
 	"github.com/trainjob-operator/trainjob-operator/internal/metrics"
 	"github.com/trainjob-operator/trainjob-operator/internal/runtime"
 )
@@ -166,8 +167,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		tj = *w
 	}
 	log := ctrl.LoggerFrom(ctx)
-	if managedBy := ptr.Deref(tj.Spec.ManagedBy, trainer.DefaultManagedBy); managedBy != trainer.DefaultManagedBy {
-		log.V(3).Info("Skipping TrainJob managed by another controller", "managedBy", managedBy)
+	if lifecycle.ManagedElsewhere(&tj) {
+		log.V(3).Info("Skipping TrainJob managed by another controller", "managedBy", *tj.Spec.ManagedBy)
 		r.deadlines.Delete(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
@@ -182,7 +183,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	now := metav1.NewTime(r.clock.Now())
 	next := tj.DeepCopy()
-	finished, _ := IsFinished(next)
+	finished, _ := lifecycle.IsFinished(next)
 	var errs []error
 
 	// Find the children the cache does not show, then record the outcome
@@ -240,7 +241,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		r.emitEvents(&tj, next)
 		countFinished(&tj, next)
 	}
-	storedFinished, _ := IsFinished(stored)
+	storedFinished, _ := lifecycle.IsFinished(stored)
 	if storedFinished {
 		// Stop the children still running, and delete the Service: no
 		// Pod of the TrainJob needs its DNS name any more. Retried on
@@ -288,7 +289,7 @@ func (r *Reconciler) result(ctx context.Context, key types.NamespacedName, deadl
 
 // countFinished counts a TrainJob that has just finished.
 func countFinished(old, cur *trainer.TrainJob) {
-	if was, _ := IsFinished(old); was {
+	if was, _ := lifecycle.IsFinished(old); was {
 		return
 	}
 	for _, t := range []string{trainer.TrainJobComplete, trainer.TrainJobFailed} {

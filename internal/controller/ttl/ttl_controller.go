@@ -24,6 +24,7 @@ import (
 
 	configv1alpha1 "github.com/trainjob-operator/trainjob-operator/api/config/v1alpha1"
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
+	"github.com/trainjob-operator/trainjob-operator/internal/lifecycle"
 	"github.com/trainjob-operator/trainjob-operator/internal/metrics"
 )
 
@@ -118,15 +119,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 // expiry is when tj is to be deleted, or nil for a TrainJob this controller
 // leaves alone.
-func (r *Reconciler) expiry(tj *trainer.TrainJob) *Expiry {
-	if tj.DeletionTimestamp != nil || ptr.Deref(tj.Spec.ManagedBy, trainer.DefaultManagedBy) != trainer.DefaultManagedBy {
-		return nil
-	}
-	return ExpiryOf(tj, r.retention)
+func (r *Reconciler) expiry(tj *trainer.TrainJob) *lifecycle.Expiry {
+	return lifecycle.ExpiryOf(tj, r.retention)
 }
 
 // wait is how long until exp, or 0 if it has passed.
-func (r *Reconciler) wait(ctx context.Context, exp *Expiry) time.Duration {
+func (r *Reconciler) wait(ctx context.Context, exp *lifecycle.Expiry) time.Duration {
 	now := r.clock.Now()
 	if exp.Since.After(now) {
 		ctrl.LoggerFrom(ctx).Info("Deletion deferred: the TrainJob finished or was suspended in the future as this manager's clock reads; check clock sync",

@@ -24,6 +24,7 @@ import (
 
 	configv1alpha1 "github.com/trainjob-operator/trainjob-operator/api/config/v1alpha1"
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
+	"github.com/trainjob-operator/trainjob-operator/internal/lifecycle"
 	"github.com/trainjob-operator/trainjob-operator/internal/metrics"
 	utiltesting "github.com/trainjob-operator/trainjob-operator/internal/util/testing"
 )
@@ -133,13 +134,13 @@ func TestReconcile(t *testing.T) {
 		"TTL expired: deleted": {
 			live:        done.Clone().TTL(60).Obj(),
 			wantDeleted: true,
-			wantPolicy:  metrics.PolicyTTL,
+			wantPolicy:  lifecycle.PolicyTTL,
 			wantEvents:  []string{"Normal Deleting Deleting the TrainJob: it finished (Complete, AllJobsCompleted) at 2026-03-01T09:59:00Z and its ttlSecondsAfterFinished of 60s expired"},
 		},
 		"TTL 0: deleted as soon as it finished": {
 			live:        base.Clone().Condition(failed(now)).TTL(0).Obj(),
 			wantDeleted: true,
-			wantPolicy:  metrics.PolicyTTL,
+			wantPolicy:  lifecycle.PolicyTTL,
 			wantEvents:  []string{"Normal Deleting Deleting the TrainJob: it finished (Failed, JobFailed) at 2026-03-01T10:00:00Z and its ttlSecondsAfterFinished of 0s expired"},
 		},
 		"TTL extended where the cache has not seen it yet: kept": {
@@ -172,7 +173,7 @@ func TestReconcile(t *testing.T) {
 			live:        done.Clone().Obj(),
 			retention:   &configv1alpha1.TrainJobRetentionPolicy{AfterFinished: dur(time.Minute)},
 			wantDeleted: true,
-			wantPolicy:  metrics.PolicyAfterFinished,
+			wantPolicy:  lifecycle.PolicyAfterFinished,
 			wantEvents:  []string{"Normal Deleting Deleting the TrainJob: it finished (Complete, AllJobsCompleted) at 2026-03-01T09:59:00Z and the cluster's retention policy afterFinished of 1m0s expired"},
 		},
 		"retention afterFinished applies to Failed without afterFailed": {
@@ -185,7 +186,7 @@ func TestReconcile(t *testing.T) {
 			live:        base.Clone().Condition(failed(now.Add(-time.Minute))).Obj(),
 			retention:   &configv1alpha1.TrainJobRetentionPolicy{AfterFinished: dur(time.Hour), AfterFailed: dur(0)},
 			wantDeleted: true,
-			wantPolicy:  metrics.PolicyAfterFailed,
+			wantPolicy:  lifecycle.PolicyAfterFailed,
 			wantEvents:  []string{"Normal Deleting Deleting the TrainJob: it finished (Failed, JobFailed) at 2026-03-01T09:59:00Z and the cluster's retention policy afterFailed of 0s expired"},
 		},
 		"retention afterFailed does not apply to Complete": {
@@ -202,7 +203,7 @@ func TestReconcile(t *testing.T) {
 			live:        ran.Clone().Suspend(true).Condition(suspended(now.Add(-2 * time.Hour))).Obj(),
 			retention:   afterSuspended,
 			wantDeleted: true,
-			wantPolicy:  metrics.PolicyAfterSuspended,
+			wantPolicy:  lifecycle.PolicyAfterSuspended,
 			wantEvents:  []string{"Normal Deleting Deleting the TrainJob: it has been suspended since 2026-03-01T08:00:00Z and the cluster's retention policy afterSuspended of 1h0m0s expired"},
 		},
 		"retention afterSuspended not expired": {
@@ -250,7 +251,7 @@ func TestReconcile(t *testing.T) {
 			f := newFixture(t, tc.live, tc.cached, tc.retention, nil)
 			policy := tc.wantPolicy
 			if policy == "" {
-				policy = metrics.PolicyTTL
+				policy = lifecycle.PolicyTTL
 			}
 			before := testutil.ToFloat64(metrics.TTLDeletions.WithLabelValues(policy))
 
@@ -375,13 +376,5 @@ func TestDeleteErrorIsReturned(t *testing.T) {
 	})
 	if _, err := f.r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(tj)}); !errors.Is(err, boom) {
 		t.Errorf("Reconcile error = %v, want %v so the delete is retried", err, boom)
-	}
-}
-
-func TestExpiryNeverOverflows(t *testing.T) {
-	tj := utiltesting.MakeTrainJob("tj", "ns").Condition(complete(time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC))).Obj()
-	exp := ExpiryOf(tj, &configv1alpha1.TrainJobRetentionPolicy{AfterFinished: dur(time.Duration(1<<63 - 1))})
-	if exp == nil || exp.At.Before(exp.Since) {
-		t.Errorf("expiry %+v is before its start: the addition overflowed", exp)
 	}
 }

@@ -1,18 +1,17 @@
-package ttl
+package lifecycle
 
 import (
 	"fmt"
 	"time"
 
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
-	"github.com/trainjob-operator/trainjob-operator/internal/metrics"
 )
 
-// ttlAfterFinished is the expiry set by spec.ttlSecondsAfterFinished
+// TTLAfterFinished is the expiry set by spec.ttlSecondsAfterFinished
 // (KEP-592, KEP-2899): the finish time, which is the lastTransitionTime of
 // the Complete or Failed condition, plus the TTL. It is nil for a TrainJob
-// that has not finished or has no TTL.
-func ttlAfterFinished(tj *trainer.TrainJob) *Expiry {
+// that has not finished or has no TTL. ExpiryOf says whether it applies.
+func TTLAfterFinished(tj *trainer.TrainJob) *Expiry {
 	ttl := tj.Spec.TTLSecondsAfterFinished
 	done := tj.FinishedCondition()
 	if ttl == nil || done == nil {
@@ -22,7 +21,7 @@ func ttlAfterFinished(tj *trainer.TrainJob) *Expiry {
 	return &Expiry{
 		Since:  done.LastTransitionTime.Time,
 		At:     done.LastTransitionTime.Add(d),
-		Policy: metrics.PolicyTTL,
+		Policy: PolicyTTL,
 		Reason: fmt.Sprintf("%s and its ttlSecondsAfterFinished of %ds expired", describe(done), *ttl),
 	}
 }

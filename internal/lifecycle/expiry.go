@@ -1,4 +1,4 @@
-package ttl
+package lifecycle
 
 import (
 	"fmt"
@@ -8,6 +8,15 @@ import (
 
 	configv1alpha1 "github.com/trainjob-operator/trainjob-operator/api/config/v1alpha1"
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
+)
+
+// Values of Expiry.Policy, and of the policy label of the deletion metrics:
+// which rule deletes a TrainJob.
+const (
+	PolicyTTL            = "ttlSecondsAfterFinished"
+	PolicyAfterFinished  = "afterFinished"
+	PolicyAfterFailed    = "afterFailed"
+	PolicyAfterSuspended = "afterSuspended"
 )
 
 // Expiry is when a TrainJob becomes eligible for deletion, and why.
@@ -25,8 +34,13 @@ type Expiry struct {
 
 // ExpiryOf returns when tj is to be deleted, or nil if it is not: the
 // TrainJob's own TTL if it finished and has one, else the retention policy.
+// A TrainJob being deleted already, or managed by another controller, has
+// none: it is never deleted here.
 func ExpiryOf(tj *trainer.TrainJob, retention *configv1alpha1.TrainJobRetentionPolicy) *Expiry {
-	if e := ttlAfterFinished(tj); e != nil {
+	if tj.DeletionTimestamp != nil || ManagedElsewhere(tj) {
+		return nil
+	}
+	if e := TTLAfterFinished(tj); e != nil {
 		return e
 	}
 	return retained(tj, retention)

@@ -1,4 +1,4 @@
-package ttl
+package lifecycle
 
 import (
 	"fmt"
@@ -10,7 +10,6 @@ import (
 
 	configv1alpha1 "github.com/trainjob-operator/trainjob-operator/api/config/v1alpha1"
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
-	"github.com/trainjob-operator/trainjob-operator/internal/metrics"
 )
 
 // retained is the expiry set by the cluster's retention policy (Kueue
@@ -31,9 +30,9 @@ func retained(tj *trainer.TrainJob, p *configv1alpha1.TrainJobRetentionPolicy) *
 		if tj.Spec.TTLSecondsAfterFinished != nil {
 			return nil // the TrainJob's own TTL wins
 		}
-		policy, d := metrics.PolicyAfterFinished, p.AfterFinished
+		policy, d := PolicyAfterFinished, p.AfterFinished
 		if done.Type == trainer.TrainJobFailed && p.AfterFailed != nil {
-			policy, d = metrics.PolicyAfterFailed, p.AfterFailed
+			policy, d = PolicyAfterFailed, p.AfterFailed
 		}
 		if d == nil {
 			return nil
@@ -55,7 +54,7 @@ func retained(tj *trainer.TrainJob, p *configv1alpha1.TrainJobRetentionPolicy) *
 	return &Expiry{
 		Since:  since.Time,
 		At:     since.Add(p.AfterSuspended.Duration),
-		Policy: metrics.PolicyAfterSuspended,
+		Policy: PolicyAfterSuspended,
 		Reason: fmt.Sprintf("it has been suspended since %s and the cluster's retention policy afterSuspended of %s expired",
 			since.UTC().Format(time.RFC3339), p.AfterSuspended.Duration),
 	}

@@ -1,0 +1,38 @@
+package lifecycle
+
+import (
+	"testing"
+
+	"k8s.io/utils/ptr"
+
+	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
+	utiltesting "github.com/trainjob-operator/trainjob-operator/internal/util/testing"
+)
+
+func TestManagedBy(t *testing.T) {
+	cases := map[string]struct {
+		managedBy        *string
+		wantElsewhere    bool
+		wantKnownManager bool
+	}{
+		"unset: this controller":   {wantKnownManager: true},
+		"this controller":          {managedBy: ptr.To(trainer.DefaultManagedBy), wantKnownManager: true},
+		"MultiKueue":               {managedBy: ptr.To(MultiKueue), wantElsewhere: true, wantKnownManager: true},
+		"a typo: no one runs it":   {managedBy: ptr.To("trainer.kubeflow.org/trainjob-controler"), wantElsewhere: true},
+		"another controller named": {managedBy: ptr.To("example.com/scheduler"), wantElsewhere: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			tj := utiltesting.MakeTrainJob("tj", "ns").Obj()
+			tj.Spec.ManagedBy = tc.managedBy
+			if got := ManagedElsewhere(tj); got != tc.wantElsewhere {
+				t.Errorf("ManagedElsewhere = %v, want %v", got, tc.wantElsewhere)
+			}
+			if tc.managedBy != nil {
+				if got := KnownManager(*tc.managedBy); got != tc.wantKnownManager {
+					t.Errorf("KnownManager = %v, want %v", got, tc.wantKnownManager)
+				}
+			}
+		})
+	}
+}
