@@ -65,7 +65,7 @@ lint: ## Run golangci-lint.
 	cd bench && $(GOLANGCI_LINT) run --config $(ROOT)/.golangci.yml ./...
 
 .PHONY: verify
-verify: generate manifests ## Fail if generated files, go.mod or formatting drift from the sources.
+verify: generate manifests ## Fail if generated files, go.mod or formatting drift from the sources, or a product binary links the tooling.
 	go mod tidy
 	cd hack/tools && go mod tidy
 	cd hack/tools/golangci-lint && go mod tidy
@@ -73,26 +73,28 @@ verify: generate manifests ## Fail if generated files, go.mod or formatting drif
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed on:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	@git diff --exit-code -- api config go.mod go.sum hack bench/go.mod bench/go.sum || { echo; echo "Generated files or go.mod are out of date: run 'make generate manifests' and 'go mod tidy', then commit."; exit 1; }
 	@untracked="$$(git ls-files --others --exclude-standard -- api config)"; test -z "$$untracked" || { echo "Untracked generated files: $$untracked"; exit 1; }
+	@hack/check-deps.sh
 
 .PHONY: build
-build: ## Build the manager and trainctl into bin/.
+build: ## Build the manager, trainctl and the local cluster's trainjob-dev into bin/.
 	go build -o $(BIN)/manager ./cmd/manager
 	go build -o $(BIN)/trainctl ./cmd/trainctl
+	go build -o $(BIN)/trainjob-dev ./cmd/trainjob-dev
 
 ##@ Local cluster
 
 .PHONY: dev
 dev: tools build ## Run the product on a local control plane, apply the samples and show their lifecycles; Ctrl-C tears down.
-	$(BIN)/trainctl dev run
+	$(BIN)/trainjob-dev run
 
 .PHONY: dev-up
 dev-up: tools build ## Bring the local cluster and the manager up and leave them running (kubeconfig: .dev/kubeconfig).
-	$(BIN)/trainctl dev up
+	$(BIN)/trainjob-dev up
 
 .PHONY: dev-down
 dev-down: ## Stop the manager and delete the local cluster.
-	@test -x $(BIN)/trainctl || go build -o $(BIN)/trainctl ./cmd/trainctl
-	$(BIN)/trainctl dev down
+	@test -x $(BIN)/trainjob-dev || go build -o $(BIN)/trainjob-dev ./cmd/trainjob-dev
+	$(BIN)/trainjob-dev down
 
 ##@ Tests
 

@@ -31,7 +31,7 @@ import (
 
 	managerconfig "github.com/trainjob-operator/trainjob-operator/internal/config"
 	"github.com/trainjob-operator/trainjob-operator/internal/dev"
-	"github.com/trainjob-operator/trainjob-operator/internal/manager"
+	"github.com/trainjob-operator/trainjob-operator/internal/scheme"
 	utiltesting "github.com/trainjob-operator/trainjob-operator/internal/util/testing"
 )
 
@@ -73,7 +73,7 @@ func newBench(ctx context.Context, c config) (*bench, error) {
 	rc.QPS, rc.Burst = 2000, 4000
 	rc.WarningHandler = rest.NoWarnings{}
 	ctrllog.SetLogger(logr.Discard())
-	if b.cl, err = client.NewWithWatch(rc, client.Options{Scheme: manager.Scheme}); err != nil {
+	if b.cl, err = client.NewWithWatch(rc, client.Options{Scheme: scheme.Scheme}); err != nil {
 		return nil, err
 	}
 	args, err := dev.ComponentArgs(b.o, kcm)

@@ -1,5 +1,5 @@
-// Command trainctl looks after TrainJobs (trainctl get, trainctl describe)
-// and runs the local development cluster (trainctl dev).
+// Command trainctl looks after TrainJobs: trainctl get, describe and
+// uninstall.
 package main
 
 import (

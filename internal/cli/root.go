@@ -17,8 +17,7 @@ import (
 
 	configv1alpha1 "github.com/trainjob-operator/trainjob-operator/api/config/v1alpha1"
 	"github.com/trainjob-operator/trainjob-operator/internal/config"
-	"github.com/trainjob-operator/trainjob-operator/internal/dev"
-	"github.com/trainjob-operator/trainjob-operator/internal/manager"
+	"github.com/trainjob-operator/trainjob-operator/internal/scheme"
 )
 
 // globals are the flags every command shares.
@@ -48,8 +47,8 @@ func NewCommand(out, errOut io.Writer) *cobra.Command {
 	f.StringVar(&g.context, "context", "", "The kubeconfig context to use")
 	f.StringVarP(&g.namespace, "namespace", "n", "", "Namespace (default: the context's)")
 	f.BoolVarP(&g.allNamespaces, "all-namespaces", "A", false, "TrainJobs of every namespace")
-	f.StringVar(&g.configFile, "manager-config", "", "The manager's Configuration file, for the retention policies (default: the "+dev.ConfigMapName+" ConfigMap in trainjob-system, if readable)")
-	root.AddCommand(newGetCommand(g), newDescribeCommand(g), newDevCommand(g))
+	f.StringVar(&g.configFile, "manager-config", "", "The manager's Configuration file, for the retention policies (default: the "+config.ConfigMapName+" ConfigMap in "+config.Namespace+", if readable)")
+	root.AddCommand(newGetCommand(g), newDescribeCommand(g))
 	root.AddCommand(newUninstallCommand(g))
 	return root
 }
@@ -79,7 +78,7 @@ func (g *globals) clientWith(edit func(*rest.Config)) (client.Client, string, er
 	if g.namespace != "" {
 		ns = g.namespace
 	}
-	cl, err := client.New(cfg, client.Options{Scheme: manager.Scheme})
+	cl, err := client.New(cfg, client.Options{Scheme: scheme.Scheme})
 	return cl, ns, err
 }
 
@@ -94,16 +93,16 @@ func (g *globals) retention(ctx context.Context, cl client.Client) (*configv1alp
 		return policyOf(cfg), nil
 	}
 	var cm corev1.ConfigMap
-	err := cl.Get(ctx, client.ObjectKey{Namespace: "trainjob-system", Name: dev.ConfigMapName}, &cm)
+	err := cl.Get(ctx, client.ObjectKey{Namespace: config.Namespace, Name: config.ConfigMapName}, &cm)
 	if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
 		return nil, nil // no policy known: show TTLs only
 	}
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := config.Decode([]byte(cm.Data["config.yaml"]))
+	cfg, err := config.Decode([]byte(cm.Data[config.ConfigMapKey]))
 	if err != nil {
-		return nil, fmt.Errorf("ConfigMap trainjob-system/%s: %w", dev.ConfigMapName, err)
+		return nil, fmt.Errorf("ConfigMap %s/%s: %w", config.Namespace, config.ConfigMapName, err)
 	}
 	return policyOf(cfg), nil
 }

@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
-	"github.com/trainjob-operator/trainjob-operator/internal/controller/trainjob"
+	"github.com/trainjob-operator/trainjob-operator/internal/tracking"
 )
 
 // Uninstalling: every child Job carries the tracking finalizer, which only the
@@ -512,7 +512,7 @@ func isChildPod(pod *corev1.Pod, jobs map[types.UID]*batchv1.Job) bool {
 // meanwhile, the manager may have removed it) is no error: the next round
 // looks again.
 func removeTrackingFinalizer(ctx context.Context, cl client.Client, job *batchv1.Job) (released bool, err error) {
-	err = trainjob.RemoveTrackingFinalizer(ctx, cl, job)
+	err = tracking.RemoveFinalizer(ctx, cl, job)
 	switch {
 	case err == nil:
 		return true, nil

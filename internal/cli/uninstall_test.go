@@ -25,7 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
-	"github.com/trainjob-operator/trainjob-operator/internal/manager"
+	"github.com/trainjob-operator/trainjob-operator/internal/scheme"
 	utiltesting "github.com/trainjob-operator/trainjob-operator/internal/util/testing"
 )
 
@@ -344,7 +344,7 @@ func TestUninstall(t *testing.T) {
 			if !strings.HasPrefix(name, "access refused") {
 				objs = append(slices.Clone(objs), notOurs()...)
 			}
-			base := fake.NewClientBuilder().WithScheme(manager.Scheme).WithObjects(objs...).Build()
+			base := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(objs...).Build()
 			cl := interceptor.NewClient(base, tc.interceptors)
 			var out bytes.Buffer
 			clk := clocktesting.NewFakeClock(now)

@@ -27,6 +27,22 @@ type seen struct {
 	running int
 }
 
+// LiveView prints, as they happen, what happens to the TrainJobs of
+// namespace in the cluster of kubeconfig, until ctx ends: make dev's view.
+// With demo, it suspends and resumes the TrainJobs annotated for the demo.
+func LiveView(ctx context.Context, out io.Writer, kubeconfig, namespace string, demo bool) error {
+	g := &globals{out: out, now: time.Now, kubeconfig: kubeconfig, namespace: namespace}
+	cl, ns, err := g.client()
+	if err != nil {
+		return err
+	}
+	var d *suspendResumeDemo
+	if demo {
+		d = &suspendResumeDemo{out: out, now: g.now}
+	}
+	return watch(ctx, g, cl, ns, d)
+}
+
 // watch prints, as they happen, what happens to the TrainJobs of ns: their
 // state, their running Pods, the events about them, their deletion. demo,
 // if not nil, acts on them as it goes.

@@ -14,6 +14,16 @@ import (
 	configv1alpha1 "github.com/trainjob-operator/trainjob-operator/api/config/v1alpha1"
 )
 
+// ConfigMapName is the ConfigMap, in the manager's namespace, that holds its
+// Configuration under the key ConfigMapKey when it is deployed
+// (config/manager); trainctl reads the retention policies from it.
+const (
+	ConfigMapName = "trainjob-operator-config"
+	ConfigMapKey  = "config.yaml"
+	// Namespace is the namespace config/default deploys the manager in.
+	Namespace = "trainjob-system"
+)
+
 // Load reads the Configuration at path, or the defaults when path is empty.
 // Unknown fields, a wrong apiVersion or kind, and invalid values are errors
 // that name the field.

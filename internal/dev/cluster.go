@@ -30,7 +30,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	configv1alpha1 "github.com/trainjob-operator/trainjob-operator/api/config/v1alpha1"
-	"github.com/trainjob-operator/trainjob-operator/internal/manager"
+	"github.com/trainjob-operator/trainjob-operator/internal/config"
+	"github.com/trainjob-operator/trainjob-operator/internal/scheme"
 )
 
 //go:embed stages.yaml
@@ -100,11 +101,7 @@ type state struct {
 }
 
 // Namespace the manager's objects go to.
-const systemNamespace = "trainjob-system"
-
-// ConfigMapName holds the manager's Configuration in the cluster, so that
-// trainctl can tell when retention policies delete TrainJobs.
-const ConfigMapName = "trainjob-operator-config"
+const systemNamespace = config.Namespace
 
 // devConfiguration is the manager's configuration in the dev cluster. It
 // turns on retention, which the shipped configuration leaves off
@@ -265,7 +262,7 @@ func (o Options) client() (client.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", o.Kubeconfig(), err)
 	}
-	return client.New(cfg, client.Options{Scheme: manager.Scheme})
+	return client.New(cfg, client.Options{Scheme: scheme.Scheme})
 }
 
 // kwokctl runs kwokctl with the cluster's state under WorkDir/kwok.
@@ -377,10 +374,10 @@ func ensureNamespace(ctx context.Context, cl client.Client, name string) error {
 	return err
 }
 
-func applyConfigMap(ctx context.Context, cl client.Client, config string) error {
+func applyConfigMap(ctx context.Context, cl client.Client, data string) error {
 	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: ConfigMapName, Namespace: systemNamespace},
-		Data:       map[string]string{"config.yaml": config},
+		ObjectMeta: metav1.ObjectMeta{Name: config.ConfigMapName, Namespace: systemNamespace},
+		Data:       map[string]string{config.ConfigMapKey: data},
 	}
 	if err := cl.Create(ctx, cm); apierrors.IsAlreadyExists(err) {
 		return cl.Update(ctx, cm)

@@ -66,7 +66,7 @@ type managerProcess struct {
 }
 
 // launch starts the manager detached, in a session of its own, so it
-// outlives `trainctl dev up` and does not get the terminal's Ctrl-C. exited
+// outlives `trainjob-dev up` and does not get the terminal's Ctrl-C. exited
 // is closed when it ends.
 func (m managerProcess) launch(o Options) (pid int, exited chan struct{}, err error) {
 	logFile, err := os.OpenFile(m.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)

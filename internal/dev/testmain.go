@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/trainjob-operator/trainjob-operator/internal/manager"
+	"github.com/trainjob-operator/trainjob-operator/internal/scheme"
 )
 
 // RunTests runs a test binary's tests (m.Run) on a local cluster of its own,
@@ -52,7 +52,7 @@ func RunTests(m interface{ Run() int }, o Options, ready func(client.WithWatch))
 	}
 	// The tests make many requests quickly; this is a test cluster.
 	cfg.QPS, cfg.Burst = 200, 400
-	cl, err := client.NewWithWatch(cfg, client.Options{Scheme: manager.Scheme})
+	cl, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme.Scheme})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

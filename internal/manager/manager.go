@@ -10,10 +10,8 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
@@ -32,16 +30,9 @@ import (
 	"github.com/trainjob-operator/trainjob-operator/internal/controller/trainjob"
 	"github.com/trainjob-operator/trainjob-operator/internal/controller/ttl"
 	"github.com/trainjob-operator/trainjob-operator/internal/metrics"
+	"github.com/trainjob-operator/trainjob-operator/internal/scheme"
 	trainjobwebhook "github.com/trainjob-operator/trainjob-operator/internal/webhook"
 )
-
-// Scheme holds every type the manager reads or writes.
-var Scheme = runtime.NewScheme()
-
-func init() {
-	utilruntime.Must(clientgoscheme.AddToScheme(Scheme))
-	utilruntime.Must(trainer.AddToScheme(Scheme))
-}
 
 // Options are settings of New that are not part of the Configuration file.
 type Options struct {
@@ -92,7 +83,7 @@ func New(restConfig *rest.Config, cfg *configv1alpha1.Configuration, opts Option
 
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		WebhookServer:                 webhookServer,
-		Scheme:                        Scheme,
+		Scheme:                        scheme.Scheme,
 		Metrics:                       metricsOpts,
 		HealthProbeBindAddress:        cfg.Health.HealthProbeBindAddress,
 		PprofBindAddress:              cfg.PprofBindAddress,

@@ -27,6 +27,7 @@ import (
 
 	configv1alpha1 "github.com/trainjob-operator/trainjob-operator/api/config/v1alpha1"
 	"github.com/trainjob-operator/trainjob-operator/internal/manager"
+	"github.com/trainjob-operator/trainjob-operator/internal/scheme"
 	utiltesting "github.com/trainjob-operator/trainjob-operator/internal/util/testing"
 )
 
@@ -91,7 +92,7 @@ func run(m *testing.M) int {
 	}()
 	webhooks = &env.WebhookInstallOptions
 
-	k8s, err = client.New(restConfig, client.Options{Scheme: manager.Scheme})
+	k8s, err = client.New(restConfig, client.Options{Scheme: scheme.Scheme})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -2,7 +2,6 @@ package trainjob
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -20,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
+	"github.com/trainjob-operator/trainjob-operator/internal/tracking"
 )
 
 // A child Job's tracking, one level above KEP-2307's Pod tracking:
@@ -278,23 +278,7 @@ func (r *releasedJobs) forget(job *batchv1.Job) {
 
 // patchOutFinalizer removes the tracking finalizer from job.
 func (r *Reconciler) patchOutFinalizer(ctx context.Context, job *batchv1.Job) error {
-	return RemoveTrackingFinalizer(ctx, r.client, job)
-}
-
-// RemoveTrackingFinalizer removes the tracking finalizer from job with a
-// JSON patch that tests the entry it removes: it removes that finalizer and
-// nothing else, whatever else changed on the Job since it was read. A
-// failed test (the Job's finalizers changed since) is an Invalid error.
-func RemoveTrackingFinalizer(ctx context.Context, c client.Writer, job *batchv1.Job) error {
-	path := fmt.Sprintf("/metadata/finalizers/%d", slices.Index(job.Finalizers, trainer.JobTrackingFinalizer))
-	patch, err := json.Marshal([]map[string]any{
-		{"op": "test", "path": path, "value": trainer.JobTrackingFinalizer},
-		{"op": "remove", "path": path},
-	})
-	if err != nil {
-		return err
-	}
-	return c.Patch(ctx, job, client.RawPatch(types.JSONPatchType, patch))
+	return tracking.RemoveFinalizer(ctx, r.client, job)
 }
 
 // releaseOrphans removes the tracking finalizer from child Jobs labelled for
