@@ -74,6 +74,7 @@ verify: generate manifests ## Fail if generated files, go.mod or formatting drif
 	@git diff --exit-code -- api config go.mod go.sum hack bench/go.mod bench/go.sum || { echo; echo "Generated files or go.mod are out of date: run 'make generate manifests' and 'go mod tidy', then commit."; exit 1; }
 	@untracked="$$(git ls-files --others --exclude-standard -- api config)"; test -z "$$untracked" || { echo "Untracked generated files: $$untracked"; exit 1; }
 	@hack/check-deps.sh
+	@hack/check-license.sh
 
 .PHONY: build
 build: ## Build the manager, trainctl and the local cluster's trainjob-dev into bin/.
