@@ -22,7 +22,7 @@ E2E_TIMEOUT ?= 15m
 # "context deadline exceeded" with no failing input (golang/go#75804).
 FUZZ_TIME ?= 10000x
 FUZZ_TARGETS := internal/lifecycle:FuzzExpiry internal/controller/trainjob:FuzzActiveDeadline \
-	internal/runtime:FuzzBuild internal/config:FuzzDecode
+	internal/jobplan:FuzzBuild internal/config:FuzzDecode
 
 ##@ General
 

@@ -34,8 +34,8 @@ import (
 
 	configv1alpha1 "github.com/trainjob-operator/trainjob-operator/api/config/v1alpha1"
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
+	"github.com/trainjob-operator/trainjob-operator/internal/jobplan"
 	"github.com/trainjob-operator/trainjob-operator/internal/lifecycle"
-	"github.com/trainjob-operator/trainjob-operator/internal/runtime"
 )
 
 func newDescribeCommand(g *globals) *cobra.Command {
@@ -152,7 +152,7 @@ func (d *description) print(out io.Writer, retention *configv1alpha1.TrainJobRet
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(w, "Name:\t%s\n", tj.Name)
 	fmt.Fprintf(w, "Namespace:\t%s\n", tj.Namespace)
-	fmt.Fprintf(w, "Runtime:\t%s/%s\n", runtime.KindOf(tj), tj.Spec.RuntimeRef.Name)
+	fmt.Fprintf(w, "Runtime:\t%s/%s\n", jobplan.KindOf(tj), tj.Spec.RuntimeRef.Name)
 	fmt.Fprintf(w, "State:\t%s\n", state(tj))
 	fmt.Fprintf(w, "Nodes:\t%s\n", nodes(tj))
 	fmt.Fprintf(w, "Deadline in:\t%s\n", deadlineIn(tj, now))

@@ -38,8 +38,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
+	"github.com/trainjob-operator/trainjob-operator/internal/jobplan"
 	"github.com/trainjob-operator/trainjob-operator/internal/lifecycle"
-	"github.com/trainjob-operator/trainjob-operator/internal/runtime"
 )
 
 const (
@@ -81,7 +81,7 @@ func (v *TrainJobValidator) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewWebhookManagedBy(mgr, &trainer.TrainJob{}).WithValidator(v).Complete()
 }
 
-// ValidateCreate checks a new TrainJob against its runtime.
+// ValidateCreate checks a new TrainJob against its jobplan.
 func (v *TrainJobValidator) ValidateCreate(ctx context.Context, tj *trainer.TrainJob) (admission.Warnings, error) {
 	warnings := append(managedByWarnings(tj), ttlWarnings(nil, tj)...)
 	runtimeWarnings, errs := v.validateRuntime(ctx, tj)
@@ -136,7 +136,7 @@ func (v *TrainJobValidator) validateRuntime(ctx context.Context, tj *trainer.Tra
 	if lifecycle.ManagedElsewhere(tj) {
 		return nil, nil // another controller runs it, maybe on another cluster
 	}
-	rt, err := runtime.Resolve(ctx, v.reader, tj)
+	rt, err := jobplan.Resolve(ctx, v.reader, tj)
 	switch {
 	case apierrors.IsNotFound(err):
 		return admission.Warnings{fmt.Sprintf("spec.runtimeRef: %s %q does not exist%s; the TrainJob will wait until it does", rt.Kind, rt.Name, rt.Where(tj))}, nil
@@ -145,9 +145,9 @@ func (v *TrainJobValidator) validateRuntime(ctx context.Context, tj *trainer.Tra
 		// controller checks again before it creates anything.
 		return admission.Warnings{fmt.Sprintf("spec.runtimeRef: could not read %s %q: %v", rt.Kind, rt.Name, err)}, nil
 	}
-	plan, err := runtime.Build(tj, rt)
+	plan, err := jobplan.Build(tj, rt)
 	if err != nil {
-		var buildErr *runtime.Error
+		var buildErr *jobplan.Error
 		if errors.As(err, &buildErr) {
 			return nil, buildErr.Errs
 		}
@@ -169,7 +169,7 @@ func (v *TrainJobValidator) validateRuntime(ctx context.Context, tj *trainer.Tra
 // are one a dash-prefix of the other can collide. Another TrainJob's
 // Jobs are those pinned in its status, or, before it has any, those its
 // runtime gives it.
-func (v *TrainJobValidator) nameCollisions(ctx context.Context, tj *trainer.TrainJob, plan *runtime.Plan) (admission.Warnings, field.ErrorList) {
+func (v *TrainJobValidator) nameCollisions(ctx context.Context, tj *trainer.TrainJob, plan *jobplan.Plan) (admission.Warnings, field.ErrorList) {
 	var list trainer.TrainJobList
 	if err := v.reader.List(ctx, &list, client.InNamespace(tj.Namespace)); err != nil {
 		return admission.Warnings{fmt.Sprintf("could not check the names of this TrainJob's Jobs against other TrainJobs': %v", err)}, nil
@@ -200,17 +200,17 @@ func (v *TrainJobValidator) jobNames(ctx context.Context, tj *trainer.TrainJob) 
 	var names []string
 	for _, js := range tj.Status.JobsStatus {
 		for i := range js.Replicas {
-			names = append(names, runtime.JobName(tj.Name, js.Name, i))
+			names = append(names, jobplan.JobName(tj.Name, js.Name, i))
 		}
 	}
 	if names != nil {
 		return names
 	}
-	rt, err := runtime.Resolve(ctx, v.reader, tj)
+	rt, err := jobplan.Resolve(ctx, v.reader, tj)
 	if err != nil {
 		return nil
 	}
-	plan, err := runtime.Build(tj, rt)
+	plan, err := jobplan.Build(tj, rt)
 	if err != nil {
 		return nil
 	}
@@ -227,7 +227,7 @@ func (v *TrainJobValidator) jobNames(ctx context.Context, tj *trainer.TrainJob) 
 // TrainJob with the API server's message: the controller could never create
 // that Job. Any other error (a quota, a timeout, a name already taken) is a
 // warning: it may pass, and the controller reports it if it does not.
-func (v *TrainJobValidator) dryRunJobs(ctx context.Context, tj *trainer.TrainJob, rt runtime.Runtime, plan *runtime.Plan) (admission.Warnings, field.ErrorList) {
+func (v *TrainJobValidator) dryRunJobs(ctx context.Context, tj *trainer.TrainJob, rt jobplan.Runtime, plan *jobplan.Plan) (admission.Warnings, field.ErrorList) {
 	ctx, cancel := context.WithTimeout(ctx, dryRunTimeout)
 	defer cancel()
 	rjobsPath := field.NewPath("runtime").Key(rt.Kind+"/"+rt.Name).Child("spec", "template", "spec", "replicatedJobs")
@@ -265,7 +265,7 @@ func (v *TrainJobValidator) dryRunJobs(ctx context.Context, tj *trainer.TrainJob
 
 // firstJobs returns the Job of replica 0 of each step of plan, in the order
 // of plan.Steps.
-func firstJobs(plan *runtime.Plan) []*batchv1.Job {
+func firstJobs(plan *jobplan.Plan) []*batchv1.Job {
 	jobs := make([]*batchv1.Job, 0, len(plan.Steps))
 	next := 0
 	for _, step := range plan.Steps {

@@ -37,7 +37,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
-	"github.com/trainjob-operator/trainjob-operator/internal/runtime"
+	"github.com/trainjob-operator/trainjob-operator/internal/jobplan"
 )
 
 // listChildren returns the Jobs labelled for the TrainJob: those it owns as
@@ -80,7 +80,7 @@ func shapePinned(status *trainer.TrainJobStatus) bool {
 
 // pinShape records the replicated Jobs of plan in status, keeping any
 // outcome already recorded.
-func pinShape(status *trainer.TrainJobStatus, plan *runtime.Plan) {
+func pinShape(status *trainer.TrainJobStatus, plan *jobplan.Plan) {
 	byName := map[string]trainer.JobStatus{}
 	for _, js := range status.JobsStatus {
 		byName[js.Name] = js
@@ -110,7 +110,7 @@ func missingChildren(status *trainer.TrainJobStatus, trainJob string, children [
 	var missing []missingChild
 	for _, js := range status.JobsStatus {
 		for replica := range js.Replicas {
-			name := runtime.JobName(trainJob, js.Name, replica)
+			name := jobplan.JobName(trainJob, js.Name, replica)
 			if !have[name] && recordedOutcome(&js, replica) == running {
 				missing = append(missing, missingChild{job: name, step: js.Name, replica: replica})
 			}
@@ -164,7 +164,7 @@ func (r *Reconciler) lookUpMissing(ctx context.Context, tj *trainer.TrainJob, ch
 // restoreLabels puts back the labels by which the cache and the index find
 // a child Job, if they were changed.
 func (r *Reconciler) restoreLabels(ctx context.Context, tj *trainer.TrainJob, c child) error {
-	want := runtime.ChildLabels(tj.Name, c.step, c.replica)
+	want := jobplan.ChildLabels(tj.Name, c.step, c.replica)
 	changed := false
 	for k, v := range want {
 		changed = changed || c.job.Labels[k] != v
@@ -221,7 +221,7 @@ func (r *Reconciler) ensureChildren(ctx context.Context, tj *trainer.TrainJob, c
 		setCondition(&tj.Status.Conditions, metav1.Condition{
 			Type: trainer.TrainJobCreated, Status: metav1.ConditionFalse, Reason: trainer.TrainJobRuntimeChangedReason,
 			Message: fmt.Sprintf("%s %s changed after the first Jobs of the TrainJob were created: %s. The TrainJob keeps the replicated Jobs it started with: restore the runtime, or delete the TrainJob",
-				runtime.KindOf(tj), tj.Spec.RuntimeRef.Name, msg),
+				jobplan.KindOf(tj), tj.Spec.RuntimeRef.Name, msg),
 		}, now)
 		return out, svcErr
 	}
@@ -302,7 +302,7 @@ func createdCondition(tj *trainer.TrainJob) metav1.Condition {
 		Type:    trainer.TrainJobCreated,
 		Status:  metav1.ConditionTrue,
 		Reason:  trainer.TrainJobJobsCreatedReason,
-		Message: fmt.Sprintf("Created %d Jobs from %s %s", total, runtime.KindOf(tj), tj.Spec.RuntimeRef.Name),
+		Message: fmt.Sprintf("Created %d Jobs from %s %s", total, jobplan.KindOf(tj), tj.Spec.RuntimeRef.Name),
 	}
 }
 
@@ -335,17 +335,17 @@ func nameTaken(tj *trainer.TrainJob, kind string, obj metav1.Object) *metav1.Con
 
 // shapeChange says how plan's replicated Jobs differ from those pinned in
 // status, or returns "" if they do not.
-func shapeChange(status *trainer.TrainJobStatus, plan *runtime.Plan) string {
-	describe := func(steps []runtime.Step) string {
+func shapeChange(status *trainer.TrainJobStatus, plan *jobplan.Plan) string {
+	describe := func(steps []jobplan.Step) string {
 		var parts []string
 		for _, s := range steps {
 			parts = append(parts, fmt.Sprintf("%s×%d", s.Name, s.Replicas))
 		}
 		return strings.Join(parts, ", ")
 	}
-	var pinned []runtime.Step
+	var pinned []jobplan.Step
 	for _, js := range status.JobsStatus {
-		pinned = append(pinned, runtime.Step{Name: js.Name, Replicas: js.Replicas, Trainer: js.Trainer})
+		pinned = append(pinned, jobplan.Step{Name: js.Name, Replicas: js.Replicas, Trainer: js.Trainer})
 	}
 	if slices.Equal(pinned, plan.Steps) {
 		return ""
@@ -357,7 +357,7 @@ func shapeChange(status *trainer.TrainJobStatus, plan *runtime.Plan) string {
 // names, if it is missing. It returns the Service of that name if it is not
 // the TrainJob's.
 func (r *Reconciler) ensureService(ctx context.Context, tj *trainer.TrainJob) (*corev1.Service, error) {
-	key := runtime.ServiceKey(tj)
+	key := jobplan.ServiceKey(tj)
 	var svc corev1.Service
 	err := r.client.Get(ctx, key, &svc)
 	switch {
@@ -369,7 +369,7 @@ func (r *Reconciler) ensureService(ctx context.Context, tj *trainer.TrainJob) (*
 	case !apierrors.IsNotFound(err):
 		return nil, fmt.Errorf("reading Service %s: %w", key, err)
 	}
-	want := runtime.Service(tj)
+	want := jobplan.Service(tj)
 	if err := r.client.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, fmt.Errorf("creating Service %s: %w", klog.KObj(want), err)
 	}
@@ -381,7 +381,7 @@ func (r *Reconciler) ensureService(ctx context.Context, tj *trainer.TrainJob) (*
 // the TrainJob stays: kube-controller-manager's endpoint controllers match
 // every Pod change in the namespace against every Service there.
 func (r *Reconciler) deleteService(ctx context.Context, tj *trainer.TrainJob) error {
-	key := runtime.ServiceKey(tj)
+	key := jobplan.ServiceKey(tj)
 	var svc corev1.Service
 	err := r.client.Get(ctx, key, &svc)
 	if apierrors.IsNotFound(err) {
@@ -403,8 +403,8 @@ func (r *Reconciler) deleteService(ctx context.Context, tj *trainer.TrainJob) er
 // plan resolves the TrainJob's runtime and builds its children. When that is
 // not possible it returns the Created=False condition that says why, and an
 // error only for failures worth retrying.
-func (r *Reconciler) plan(ctx context.Context, tj *trainer.TrainJob) (*runtime.Plan, *metav1.Condition, error) {
-	rt, err := runtime.Resolve(ctx, r.client, tj)
+func (r *Reconciler) plan(ctx context.Context, tj *trainer.TrainJob) (*jobplan.Plan, *metav1.Condition, error) {
+	rt, err := jobplan.Resolve(ctx, r.client, tj)
 	if apierrors.IsNotFound(err) {
 		return nil, &metav1.Condition{
 			Type:    trainer.TrainJobCreated,
@@ -416,7 +416,7 @@ func (r *Reconciler) plan(ctx context.Context, tj *trainer.TrainJob) (*runtime.P
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading %s %s: %w", rt.Kind, rt.Name, err)
 	}
-	plan, err := runtime.Build(tj, rt)
+	plan, err := jobplan.Build(tj, rt)
 	if err != nil {
 		return nil, &metav1.Condition{
 			Type:    trainer.TrainJobCreated,

@@ -33,7 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
-	trainruntime "github.com/trainjob-operator/trainjob-operator/internal/runtime"
+	"github.com/trainjob-operator/trainjob-operator/internal/jobplan"
 	utiltesting "github.com/trainjob-operator/trainjob-operator/internal/util/testing"
 )
 
@@ -53,7 +53,7 @@ func TestNameHeldByAJobNotOurs(t *testing.T) {
 	collision := oldJob.DeepCopy()
 	collision.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(
 		utiltesting.MakeTrainJob("other", testNS).UID("uid-9").Obj(), trainer.GroupVersion.WithKind(trainer.TrainJobKind))}
-	collision.Labels = trainruntime.ChildLabels("other", "x", 0)
+	collision.Labels = jobplan.ChildLabels("other", "x", 0)
 	collision.Finalizers = nil // its TrainJob's to keep or release
 
 	cases := map[string]struct {
@@ -248,7 +248,7 @@ func TestChildFoundWhateverItsLabels(t *testing.T) {
 		if err := f.client.Get(context.Background(), client.ObjectKeyFromObject(unlabelled), &job); err != nil {
 			t.Fatal(err)
 		}
-		want := trainruntime.ChildLabels("tj", "node", 0)
+		want := jobplan.ChildLabels("tj", "node", 0)
 		want["team"] = "a"
 		if diff := cmp.Diff(want, job.Labels); diff != "" {
 			t.Errorf("labels (-want +got):\n%s", diff)

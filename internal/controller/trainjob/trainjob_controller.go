@@ -46,9 +46,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
+	"github.com/trainjob-operator/trainjob-operator/internal/jobplan"
 	"github.com/trainjob-operator/trainjob-operator/internal/lifecycle"
 	"github.com/trainjob-operator/trainjob-operator/internal/metrics"
-	"github.com/trainjob-operator/trainjob-operator/internal/runtime"
 )
 
 // ControllerName names the controller, its workqueue and its events.
@@ -91,7 +91,7 @@ func waitingIndexValue(o client.Object) []string {
 	if meta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobCreated) {
 		return nil
 	}
-	return []string{runtimeKey(runtime.KindOf(tj), tj.Namespace, tj.Spec.RuntimeRef.Name)}
+	return []string{runtimeKey(jobplan.KindOf(tj), tj.Namespace, tj.Spec.RuntimeRef.Name)}
 }
 
 // childIndex indexes Jobs by the TrainJob they are labelled for, so a

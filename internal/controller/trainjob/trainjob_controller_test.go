@@ -45,8 +45,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
+	"github.com/trainjob-operator/trainjob-operator/internal/jobplan"
 	"github.com/trainjob-operator/trainjob-operator/internal/metrics"
-	trainruntime "github.com/trainjob-operator/trainjob-operator/internal/runtime"
 	utiltesting "github.com/trainjob-operator/trainjob-operator/internal/util/testing"
 )
 
@@ -181,7 +181,7 @@ var (
 // childJob returns the child Job the controller creates for the TrainJob.
 func childJob(t *testing.T, tj *trainer.TrainJob, spec *utiltesting.RuntimeSpecWrapper, index int) *batchv1.Job {
 	t.Helper()
-	plan, err := trainruntime.Build(tj, trainruntime.Runtime{Kind: trainer.ClusterTrainingRuntimeKind, Name: "torch-distributed", Spec: spec.Obj()})
+	plan, err := jobplan.Build(tj, jobplan.Runtime{Kind: trainer.ClusterTrainingRuntimeKind, Name: "torch-distributed", Spec: spec.Obj()})
 	if err != nil {
 		t.Fatalf("building children: %v", err)
 	}
@@ -606,13 +606,13 @@ func TestServiceDeletedOnceFinished(t *testing.T) {
 	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").StartTime(earlier).
 		Condition(createdCond(1, earlier)).JobsStatus(nodeStep).Obj()
 	job := utiltesting.WrapJob(childJob(t, tj, spec, 0)).Succeeded(now).Obj()
-	foreign := trainruntime.Service(tj)
+	foreign := jobplan.Service(tj)
 	foreign.OwnerReferences = nil
 	for name, tc := range map[string]struct {
 		svc      *corev1.Service
 		wantGone bool
 	}{
-		"the TrainJob's Service":                                {svc: trainruntime.Service(tj), wantGone: true},
+		"the TrainJob's Service":                                {svc: jobplan.Service(tj), wantGone: true},
 		"a Service of the same name that is not the TrainJob's": {svc: foreign},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -14,17 +14,14 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package runtime
+package jobplan
 
 import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -49,40 +46,23 @@ const (
 
 var torchEnvNames = []string{EnvNumNodes, EnvNumProcPerNode, EnvNodeRank, EnvMasterAddr, EnvMasterPort}
 
-// applyTrainer applies the TrainJob's trainer overrides and, for the torch
-// policy, the PET_* environment to the trainer container of job.
-func applyTrainer(trainJob *trainer.TrainJob, rt Runtime, job *batchv1.Job, numNodes int32, torch bool, rjobPath *field.Path) field.ErrorList {
-	t := trainJob.Spec.Trainer
-	containers := job.Spec.Template.Spec.Containers
-	ci := slices.IndexFunc(containers, func(c corev1.Container) bool { return c.Name == trainer.TrainerContainerName })
-	if ci < 0 {
-		if t == nil && !torch {
-			return nil
-		}
-		return field.ErrorList{field.Required(rjobPath.Child("template", "spec", "template", "spec", "containers"), fmt.Sprintf(
-			"the trainer step of runtime %s/%s needs a container named %q to receive the trainer settings", rt.Kind, rt.Name, trainer.TrainerContainerName))}
-	}
-	c := &containers[ci]
-	runtimeEnv := len(c.Env)
-	if t != nil {
-		if t.Image != nil {
-			c.Image = *t.Image
-		}
-		if t.Command != nil {
-			c.Command = slices.Clone(t.Command)
-		}
-		if t.Args != nil {
-			c.Args = slices.Clone(t.Args)
-		}
-		if t.ResourcesPerNode != nil {
-			c.Resources = *t.ResourcesPerNode.DeepCopy()
-		}
-		c.Env = mergeEnv(c.Env, t.Env)
-	}
-	if !torch {
-		return nil
-	}
+// torchPolicy is PyTorch distributed training (mlPolicy.torch): the trainer
+// container gets the PET_* environment torchrun reads — the number of
+// nodes and of processes per node, the node's rank (its completion index)
+// and the address and port of node 0 — and the rendezvous port. Neither
+// the runtime nor the TrainJob may set those variables themselves.
+type torchPolicy struct{}
 
+func (torchPolicy) Name() string { return "torch" }
+
+func (torchPolicy) Selected(spec *trainer.TrainingRuntimeSpec) bool {
+	return spec.MLPolicy != nil && spec.MLPolicy.Torch != nil
+}
+
+func (torchPolicy) SetsUpTrainer() bool { return true }
+
+func (torchPolicy) Apply(in *PolicyInput, _ *Plan) field.ErrorList {
+	t, c, rt := in.TrainJob.Spec.Trainer, in.Container, in.Runtime
 	var errs field.ErrorList
 	if t != nil {
 		for i, e := range t.Env {
@@ -92,9 +72,10 @@ func applyTrainer(trainJob *trainer.TrainJob, rt Runtime, job *batchv1.Job, numN
 			}
 		}
 	}
-	for i, e := range c.Env[:min(runtimeEnv, len(c.Env))] {
+	ci := slices.IndexFunc(in.Trainer.Spec.Template.Spec.Containers, func(c corev1.Container) bool { return c.Name == trainer.TrainerContainerName })
+	for i, e := range in.RuntimeEnv {
 		if slices.Contains(torchEnvNames, e.Name) && !setByTrainJob(t, e.Name) {
-			errs = append(errs, field.Forbidden(rjobPath.Child("template", "spec", "template", "spec", "containers").Index(ci).Child("env").Index(i).Child("name"),
+			errs = append(errs, field.Forbidden(in.Path.Child("template", "spec", "template", "spec", "containers").Index(ci).Child("env").Index(i).Child("name"),
 				fmt.Sprintf("%s is set by the torch policy; runtime %s/%s must not set it", e.Name, rt.Kind, rt.Name)))
 		}
 	}
@@ -102,10 +83,10 @@ func applyTrainer(trainJob *trainer.TrainJob, rt Runtime, job *batchv1.Job, numN
 		return errs
 	}
 
-	master := fmt.Sprintf("%s-0.%s", job.Name, trainJob.Name)
+	master := fmt.Sprintf("%s-0.%s", in.Trainer.Name, in.TrainJob.Name)
 	c.Env = append(c.Env,
-		corev1.EnvVar{Name: EnvNumNodes, Value: strconv.Itoa(int(numNodes))},
-		corev1.EnvVar{Name: EnvNumProcPerNode, Value: numProcPerNode(trainJob, rt.Spec, &c.Resources)},
+		corev1.EnvVar{Name: EnvNumNodes, Value: strconv.Itoa(int(in.NumNodes))},
+		corev1.EnvVar{Name: EnvNumProcPerNode, Value: numProcPerNode(in.TrainJob, rt.Spec, &c.Resources)},
 		corev1.EnvVar{Name: EnvNodeRank, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{
 			FieldPath: fmt.Sprintf("metadata.annotations['%s']", completionIndexAnnotation),
 		}}},
@@ -120,20 +101,6 @@ func applyTrainer(trainJob *trainer.TrainJob, rt Runtime, job *batchv1.Job, numN
 
 func setByTrainJob(t *trainer.Trainer, name string) bool {
 	return t != nil && slices.ContainsFunc(t.Env, func(e corev1.EnvVar) bool { return e.Name == name })
-}
-
-// mergeEnv returns base with overrides applied: a variable of the same name
-// is replaced in place, new ones are appended in order.
-func mergeEnv(base, overrides []corev1.EnvVar) []corev1.EnvVar {
-	out := slices.Clone(base)
-	for _, o := range overrides {
-		if i := slices.IndexFunc(out, func(e corev1.EnvVar) bool { return e.Name == o.Name }); i >= 0 {
-			out[i] = *o.DeepCopy()
-		} else {
-			out = append(out, *o.DeepCopy())
-		}
-	}
-	return out
 }
 
 // numProcPerNode is the PET_NPROC_PER_NODE value: the TrainJob's
@@ -167,30 +134,4 @@ func numProcPerNode(trainJob *trainer.TrainJob, spec *trainer.TrainingRuntimeSpe
 		}
 	}
 	return word
-}
-
-// gpuCount is the number of GPUs (any extended resource named <vendor>/gpu)
-// of a container, from its limits, else its requests.
-func gpuCount(res *corev1.ResourceRequirements) int64 {
-	for _, list := range []corev1.ResourceList{res.Limits, res.Requests} {
-		var n int64
-		for name, q := range list {
-			if strings.HasSuffix(string(name), "/gpu") {
-				n += q.Value()
-			}
-		}
-		if n > 0 {
-			return n
-		}
-	}
-	return 0
-}
-
-// quantity is a container's limit of a resource, else its request.
-func quantity(res *corev1.ResourceRequirements, name corev1.ResourceName) (resource.Quantity, bool) {
-	if q, ok := res.Limits[name]; ok {
-		return q, true
-	}
-	q, ok := res.Requests[name]
-	return q, ok
 }

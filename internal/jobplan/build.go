@@ -14,11 +14,11 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package runtime turns a TrainJob and the training runtime it references
+// Package jobplan turns a TrainJob and the training runtime it references
 // into the objects that run it: one Indexed batch/v1 Job per replica of every
 // replicated Job of the runtime, and a headless Service that gives the Pods
 // stable DNS names.
-package runtime
+package jobplan
 
 import (
 	"fmt"
@@ -125,16 +125,17 @@ func Build(trainJob *trainer.TrainJob, rt Runtime) (*Plan, error) {
 			"the trainer step must have exactly 1 replica: its nodes are the Pods of that Job (set numNodes instead)"))
 	}
 	numNodes := numNodes(trainJob, rt.Spec)
-	torch := rt.Spec.MLPolicy != nil && rt.Spec.MLPolicy.Torch != nil
-	if torch && trainerIdx < 0 {
+	policy := policyOf(rt.Spec)
+	if policy.SetsUpTrainer() && trainerIdx < 0 {
 		errs = append(errs, field.Required(rjobsPath, fmt.Sprintf(
-			"the torch policy needs a trainer step: a replicated Job labelled %s=%s", trainer.AncestorStepLabel, trainer.TrainerStep)))
+			"the %s policy needs a trainer step: a replicated Job labelled %s=%s", policy.Name(), trainer.AncestorStepLabel, trainer.TrainerStep)))
 	}
 	if len(errs) > 0 {
 		return nil, &Error{Errs: errs}
 	}
 
 	plan := &Plan{Service: Service(trainJob)}
+	in := &PolicyInput{TrainJob: trainJob, Runtime: rt, NumNodes: numNodes, Path: rjobsPath}
 	for i := range rjobs {
 		rjob := &rjobs[i]
 		isTrainer := i == trainerIdx
@@ -154,10 +155,15 @@ func Build(trainJob *trainer.TrainJob, rt Runtime) (*Plan, error) {
 				continue
 			}
 			if isTrainer {
-				errs = append(errs, applyTrainer(trainJob, rt, job, numNodes, torch, rjobsPath.Index(i))...)
+				in.Trainer, in.Path = job, rjobsPath.Index(i)
+				in.Container, in.RuntimeEnv = trainerContainer(job)
+				errs = append(errs, applyOverrides(in, policy)...)
 			}
 			plan.Jobs = append(plan.Jobs, job)
 		}
+	}
+	if len(errs) == 0 && (in.Container != nil || !policy.SetsUpTrainer()) {
+		errs = append(errs, policy.Apply(in, plan)...)
 	}
 	if len(errs) > 0 {
 		return nil, &Error{Errs: errs}
