@@ -264,7 +264,7 @@ func (b *bench) sampleManager(ctx context.Context) (footprintPoint, error) {
 	if err != nil {
 		return p, err
 	}
-	p.HeapMiB = m.sum("go_memstats_heap_inuse_bytes", nil) / (1 << 20)
+	p.HeapMiB = m.Sum("go_memstats_heap_inuse_bytes", nil) / (1 << 20)
 	return p, nil
 }
 

@@ -411,11 +411,11 @@ func (b *bench) requestCounts(ctx context.Context) (requestCounts, error) {
 		return requestCounts{}, fmt.Errorf("reading %s's metrics: %w", kcm, err)
 	}
 	return requestCounts{
-		manager:      m.by("trainjob_api_requests_total", "verb", "resource"),
-		managerCodes: m.by("rest_client_requests_total", "method", "code"),
-		kcm:          k.by("rest_client_requests_total", "method"),
-		reconciles:   m.sum("controller_runtime_reconcile_total", map[string]string{"controller": trainjob.ControllerName}),
-		reconcileSeconds: m.sum("controller_runtime_reconcile_time_seconds_sum",
+		manager:      m.By("trainjob_api_requests_total", "verb", "resource"),
+		managerCodes: m.By("rest_client_requests_total", "method", "code"),
+		kcm:          k.By("rest_client_requests_total", "method"),
+		reconciles:   m.Sum("controller_runtime_reconcile_total", map[string]string{"controller": trainjob.ControllerName}),
+		reconcileSeconds: m.Sum("controller_runtime_reconcile_time_seconds_sum",
 			map[string]string{"controller": trainjob.ControllerName}),
 	}, nil
 }

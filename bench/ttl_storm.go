@@ -88,7 +88,7 @@ func (b *bench) gcQueue(ctx context.Context) (adds, wait, work float64, err erro
 		return 0, 0, 0, err
 	}
 	q := map[string]string{"name": "garbage_collector_attempt_to_delete"}
-	return m.sum("workqueue_adds_total", q), m.sum("workqueue_queue_duration_seconds_sum", q), m.sum("workqueue_work_duration_seconds_sum", q), nil
+	return m.Sum("workqueue_adds_total", q), m.Sum("workqueue_queue_duration_seconds_sum", q), m.Sum("workqueue_work_duration_seconds_sum", q), nil
 }
 
 type ttlResult struct {

@@ -17,14 +17,9 @@ limitations under the License.
 package dev
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"net/http"
 	"path/filepath"
-	"slices"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 )
@@ -140,47 +135,23 @@ func (r *Replica) Leading() bool {
 // Reconciles is the number of reconciles the named controllers of the
 // replica did (controller_runtime_reconcile_total, every result).
 func (r *Replica) Reconciles(controllers ...string) (float64, error) {
-	return r.metric("controller_runtime_reconcile_total", func(labels string) bool {
-		return slices.ContainsFunc(controllers, func(c string) bool {
-			return strings.Contains(labels, `controller="`+c+`"`)
-		})
-	})
+	var total float64
+	for _, c := range controllers {
+		n, err := r.metric("controller_runtime_reconcile_total", map[string]string{"controller": c})
+		if err != nil {
+			return 0, err
+		}
+		total += n
+	}
+	return total, nil
 }
 
 // metric sums the samples of a metric the replica exposes whose labels
-// match (nil: every sample).
-func (r *Replica) metric(name string, match func(labels string) bool) (float64, error) {
-	client := http.Client{Timeout: 2 * time.Second}
-	resp, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", r.MetricsPort))
+// include match (nil: every sample).
+func (r *Replica) metric(name string, match map[string]string) (float64, error) {
+	m, err := Scrape(context.Background(), fmt.Sprintf("http://127.0.0.1:%d/metrics", r.MetricsPort), 2*time.Second)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("metrics of %s: %w", r.Name, err)
 	}
-	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("metrics of %s: %s", r.Name, resp.Status)
-	}
-	var sum float64
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
-	for sc.Scan() {
-		line := sc.Text()
-		rest, ok := strings.CutPrefix(line, name)
-		if !ok || (rest != "" && rest[0] != '{' && rest[0] != ' ') {
-			continue
-		}
-		end := strings.LastIndexByte(rest, '}') + 1
-		if match != nil && !match(rest[:end]) {
-			continue
-		}
-		fields := strings.Fields(rest[end:])
-		if len(fields) == 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(fields[0], 64)
-		if err != nil {
-			return 0, fmt.Errorf("metric %s of %s: %q: %w", name, r.Name, line, err)
-		}
-		sum += v
-	}
-	return sum, sc.Err()
+	return m.Sum(name, match), nil
 }
