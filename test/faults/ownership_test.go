@@ -1,3 +1,19 @@
+/*
+Copyright The trainjob-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 package faults
 
 import (
@@ -250,6 +266,9 @@ func TestAfterSuspendedAfterAnOutage(t *testing.T) {
 	ns := newNamespace(t)
 	ctx := context.Background()
 	withRetention(t, after)
+	watchCtx, stopWatching := context.WithCancel(ctx)
+	defer stopWatching()
+	jobs := watchOwners(watchCtx, t, ns)
 
 	groups := []string{"resumed", "left", "never-started", "queued"}
 	name := func(g string, i int) string { return fmt.Sprintf("%s-%02d", g, i) }
@@ -364,8 +383,12 @@ func TestAfterSuspendedAfterAnOutage(t *testing.T) {
 		}
 		wrong[g] = d
 	}
-	t.Logf("afterSuspended %s, manager down while %d TrainJobs were resumed: deleted wrongly: resumed %d, never started %d, queued in Kueue %d; left suspended: %d of %d deleted, the last %s after the restart",
-		after, n, wrong["resumed"], wrong["never-started"], wrong["queued"], n, n, leftGone.Round(100*time.Millisecond))
+	claimed, twice := jobs.claimed()
+	t.Logf("afterSuspended %s, manager down while %d TrainJobs were resumed: deleted wrongly: resumed %d, never started %d, queued in Kueue %d; left suspended: %d of %d deleted, the last %s after the restart; Jobs claimed from another TrainJob %d, children created twice %d",
+		after, n, wrong["resumed"], wrong["never-started"], wrong["queued"], n, n, leftGone.Round(100*time.Millisecond), claimed, twice)
+	if claimed > 0 || twice > 0 {
+		t.Errorf("%d Job(s) claimed from another TrainJob, %d child(ren) created twice", claimed, twice)
+	}
 	for g, d := range wrong {
 		if d > 0 {
 			t.Errorf("%d TrainJob(s) of group %s deleted by afterSuspended", d, g)
