@@ -211,14 +211,14 @@ func (r *Reconciler) ensureChildren(ctx context.Context, tj *trainer.TrainJob, c
 	plan, cond, err := r.plan(ctx, tj)
 	if plan == nil {
 		if cond != nil {
-			setCondition(&tj.Status.Conditions, *cond, now)
+			setCondition(tj, *cond, now)
 		}
 		return out, errors.Join(svcErr, err)
 	}
 	if !shapePinned(&tj.Status) {
 		pinShape(&tj.Status, plan)
 	} else if msg := shapeChange(&tj.Status, plan); msg != "" {
-		setCondition(&tj.Status.Conditions, metav1.Condition{
+		setCondition(tj, metav1.Condition{
 			Type: trainer.TrainJobCreated, Status: metav1.ConditionFalse, Reason: trainer.TrainJobRuntimeChangedReason,
 			Message: fmt.Sprintf("%s %s changed after the first Jobs of the TrainJob were created: %s. The TrainJob keeps the replicated Jobs it started with: restore the runtime, or delete the TrainJob",
 				jobplan.KindOf(tj), tj.Spec.RuntimeRef.Name, msg),
@@ -277,10 +277,10 @@ func (r *Reconciler) ensureChildren(ctx context.Context, tj *trainer.TrainJob, c
 	}
 	switch {
 	case taken != nil:
-		setCondition(&tj.Status.Conditions, *taken, now)
+		setCondition(tj, *taken, now)
 		out.retry = true
 	case refused != nil:
-		setCondition(&tj.Status.Conditions, *refused, now)
+		setCondition(tj, *refused, now)
 		if apierrors.IsInvalid(errors.Join(errs...)) {
 			// Validation will refuse the same Job again: the TrainJob
 			// waits for its runtime to change (the runtime watch brings it
@@ -288,7 +288,7 @@ func (r *Reconciler) ensureChildren(ctx context.Context, tj *trainer.TrainJob, c
 			return out, svcErr
 		}
 	case len(errs) == 0:
-		setCondition(&tj.Status.Conditions, createdCondition(tj), now)
+		setCondition(tj, createdCondition(tj), now)
 	}
 	return out, errors.Join(append(errs, svcErr)...)
 }

@@ -19,6 +19,7 @@ package trainjob
 import (
 	"slices"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
@@ -34,23 +35,16 @@ var conditionOrder = []string{
 	trainer.TrainJobCreated,
 }
 
-// setCondition sets a condition, keeping conditions in conditionOrder. The
-// transition time changes only when the status does.
-func setCondition(conds *[]metav1.Condition, c metav1.Condition, now metav1.Time) {
-	if i := slices.IndexFunc(*conds, func(e metav1.Condition) bool { return e.Type == c.Type }); i >= 0 {
-		old := &(*conds)[i]
-		if old.Status == c.Status && old.Reason == c.Reason && old.Message == c.Message && old.ObservedGeneration == c.ObservedGeneration {
-			return
-		}
-		if old.Status != c.Status {
-			old.LastTransitionTime = now
-		}
-		old.Status, old.Reason, old.Message, old.ObservedGeneration = c.Status, c.Reason, c.Message, c.ObservedGeneration
-	} else {
-		c.LastTransitionTime = now
-		*conds = append(*conds, c)
+// setCondition sets a condition of tj with meta.SetStatusCondition, for the
+// generation of tj it was decided on, and keeps conditions in
+// conditionOrder. The transition time, now by the controller's clock,
+// changes only when the status does.
+func setCondition(tj *trainer.TrainJob, c metav1.Condition, now metav1.Time) {
+	c.ObservedGeneration, c.LastTransitionTime = tj.Generation, now
+	if !meta.SetStatusCondition(&tj.Status.Conditions, c) {
+		return
 	}
-	slices.SortStableFunc(*conds, func(a, b metav1.Condition) int {
+	slices.SortStableFunc(tj.Status.Conditions, func(a, b metav1.Condition) int {
 		return rank(a.Type) - rank(b.Type)
 	})
 }

@@ -80,9 +80,9 @@ func (r *Reconciler) syncSuspend(ctx context.Context, tj *trainer.TrainJob, chil
 				Message: "The TrainJob is being suspended: Pods of its Jobs are still running, or not every Job has been seen stopped yet",
 			}
 		}
-		setCondition(&tj.Status.Conditions, c, now)
+		setCondition(tj, c, now)
 	case !want && cur != nil && cur.Reason != trainer.TrainJobResumedReason:
-		setCondition(&tj.Status.Conditions, metav1.Condition{
+		setCondition(tj, metav1.Condition{
 			Type:    trainer.TrainJobSuspended,
 			Status:  metav1.ConditionFalse,
 			Reason:  trainer.TrainJobResumedReason,

@@ -331,7 +331,7 @@ func (r *Reconciler) decideFinished(tj *trainer.TrainJob, fail *failure, now met
 		}
 	}
 	if fail != nil {
-		setCondition(&tj.Status.Conditions, metav1.Condition{
+		setCondition(tj, metav1.Condition{
 			Type: trainer.TrainJobFailed, Status: metav1.ConditionTrue, Reason: fail.reason, Message: fail.message,
 		}, now)
 		return true
@@ -339,7 +339,7 @@ func (r *Reconciler) decideFinished(tj *trainer.TrainJob, fail *failure, now met
 	if !shapePinned(&tj.Status) || !allSucceeded(&tj.Status) {
 		return false
 	}
-	setCondition(&tj.Status.Conditions, metav1.Condition{
+	setCondition(tj, metav1.Condition{
 		Type: trainer.TrainJobComplete, Status: metav1.ConditionTrue, Reason: trainer.TrainJobJobsCompletedReason,
 		Message: "All trainer Jobs succeeded",
 	}, now)

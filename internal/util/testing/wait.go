@@ -17,24 +17,24 @@ limitations under the License.
 package testing
 
 import (
+	"context"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // Eventually polls check every interval until it returns nil, and fails the
-// test after timeout with what it waited for and the last error.
+// test with the last error if that takes longer than timeout.
 func Eventually(t testing.TB, timeout, interval time.Duration, what string, check func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %v for %s; last: %v", timeout, what, err)
-		}
-		time.Sleep(interval)
+	var last error
+	err := wait.PollUntilContextTimeout(context.Background(), interval, timeout, true, func(context.Context) (bool, error) {
+		last = check()
+		return last == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("waited %v for %s; last: %v", timeout, what, last)
 	}
 }
 
@@ -42,11 +42,12 @@ func Eventually(t testing.TB, timeout, interval time.Duration, what string, chec
 // as it returns an error.
 func Consistently(t testing.TB, d, interval time.Duration, what string, check func() error) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if err := check(); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(interval)
+	var failed error
+	_ = wait.PollUntilContextTimeout(context.Background(), interval, d, true, func(context.Context) (bool, error) {
+		failed = check()
+		return failed != nil, nil
+	})
+	if failed != nil {
+		t.Fatalf("%s: %v", what, failed)
 	}
 }
