@@ -136,6 +136,7 @@ func Build(trainJob *trainer.TrainJob, rt Runtime) (*Plan, error) {
 
 	plan := &Plan{Service: Service(trainJob)}
 	in := &PolicyInput{TrainJob: trainJob, Runtime: rt, NumNodes: numNodes, Path: rjobsPath}
+	trainerReady := false
 	for i := range rjobs {
 		rjob := &rjobs[i]
 		isTrainer := i == trainerIdx
@@ -157,12 +158,16 @@ func Build(trainJob *trainer.TrainJob, rt Runtime) (*Plan, error) {
 			if isTrainer {
 				in.Trainer, in.Path = job, rjobsPath.Index(i)
 				in.Container, in.RuntimeEnv = trainerContainer(job)
-				errs = append(errs, applyOverrides(in, policy)...)
+				overrideErrs := applyOverrides(in, policy)
+				trainerReady = len(overrideErrs) == 0 && (in.Container != nil || !policy.SetsUpTrainer())
+				errs = append(errs, overrideErrs...)
 			}
 			plan.Jobs = append(plan.Jobs, job)
 		}
 	}
-	if len(errs) == 0 && (in.Container != nil || !policy.SetsUpTrainer()) {
+	// The policy's own errors are reported with the others, whenever the
+	// trainer step it works on could be built.
+	if trainerReady || !policy.SetsUpTrainer() {
 		errs = append(errs, policy.Apply(in, plan)...)
 	}
 	if len(errs) > 0 {

@@ -403,6 +403,13 @@ func TestBuildErrors(t *testing.T) {
 				Containers(corev1.Container{Name: "node", Env: []corev1.EnvVar{{Name: "PET_MASTER_PORT", Value: "1"}}}).Obj()),
 			wantErrs: []string{"containers[0].env[0].name", "must not set it"},
 		},
+		"reserved env, and another step's name too long: both reported": {
+			trainJob: utiltesting.MakeTrainJob(strings.Repeat("a", 40), "ns").Env("PET_NNODES", "9").Obj(),
+			spec: utiltesting.MakeRuntimeSpec().Torch().ReplicatedJobs(
+				utiltesting.MakeReplicatedJob("node").Trainer().Obj(),
+				utiltesting.MakeReplicatedJob(strings.Repeat("w", 30)).Obj()),
+			wantErrs: []string{"PET_NNODES is set by the torch runtime", "metadata.name"},
+		},
 		"name too long for the Pod hostnames": {
 			trainJob: utiltesting.MakeTrainJob(longName, "ns").NumNodes(10).Obj(),
 			spec:     utiltesting.MakeRuntimeSpec(),

@@ -222,3 +222,50 @@ func TestDeadlineKeptThroughErrors(t *testing.T) {
 		})
 	}
 }
+
+// A deadline already due whose Failed status cannot be written is retried
+// on a growing backoff, not at once again and again.
+func TestDueDeadlineBacksOffWhenTheWriteFails(t *testing.T) {
+	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").StartTime(now.Add(-2 * time.Minute)).Deadline(60).
+		Condition(createdCond(1, earlier)).JobsStatus(nodeStep).Obj()
+	writeErr := apierrors.NewServiceUnavailable("etcd timeout")
+	f := newFixture(t, &interceptor.Funcs{
+		SubResourceUpdate: func(context.Context, client.Client, string, client.Object, ...client.SubResourceUpdateOption) error {
+			return writeErr
+		},
+	}, tj, utiltesting.WrapJob(childJob(t, tj, utiltesting.MakeRuntimeSpec(), 0)).Active(1).Obj())
+	var last time.Duration
+	for i := range 5 {
+		res, err := f.reconcileResult(t, "tj")
+		if err != nil {
+			t.Fatalf("reconcile %d: %v", i, err)
+		}
+		if res.RequeueAfter < failureBaseDelay || res.RequeueAfter <= last {
+			t.Fatalf("reconcile %d: RequeueAfter = %v after %v: want a growing backoff from %v", i, res.RequeueAfter, last, failureBaseDelay)
+		}
+		last = res.RequeueAfter
+	}
+}
+
+// Jobs an earlier TrainJob of the name left, whose finalizer cannot be
+// removed, hold back nothing of this TrainJob's: its deadline is kept.
+func TestOrphanReleaseFailureKeepsTheDeadline(t *testing.T) {
+	spec := utiltesting.MakeRuntimeSpec()
+	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-2").StartTime(now.Add(-30 * time.Second)).Deadline(60).
+		Condition(createdCond(1, earlier)).JobsStatus(nodeStep).Obj()
+	orphan := childJob(t, utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").Obj(), spec, 0)
+	orphan.Name = "tj-node-0-earlier"
+	patchErr := apierrors.NewForbidden(schema.GroupResource{Group: "batch", Resource: "jobs"}, orphan.Name, errors.New("denied by a webhook"))
+	f := newFixture(t, &interceptor.Funcs{
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			if obj.GetName() == orphan.Name {
+				return patchErr
+			}
+			return c.Patch(ctx, obj, patch, opts...)
+		},
+	}, tj, orphan, utiltesting.WrapJob(childJob(t, tj, spec, 0)).Active(1).Obj())
+	res, err := f.reconcileResult(t, "tj")
+	if err != nil || res.RequeueAfter <= 0 || res.RequeueAfter > 30*time.Second {
+		t.Errorf("Reconcile = %+v, %v; want the error retried within the 30s left to the deadline", res, err)
+	}
+}

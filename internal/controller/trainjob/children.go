@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -124,15 +125,17 @@ func missingChildren(status *trainer.TrainJobStatus, trainJob string, children [
 // the child's name is the child only if its controller is this TrainJob,
 // whatever its labels: one whose labels were changed (the cache holds only
 // Jobs labelled for a TrainJob) is returned as a child, and its labels put
-// back so the cache sees it again. A name with no Job, or held by a Job
-// that is not this TrainJob's, is a child gone without its outcome
-// recorded (someone removed the tracking finalizer): it is recorded as
-// failed in tj's status, and the first one is returned as the failure.
-// Only a TrainJob whose Jobs were all created has children to miss.
+// back so the cache sees it again. Once all of a TrainJob's Jobs were
+// created, a name with no Job, or held by a Job that is not this
+// TrainJob's, is a child gone without its outcome recorded (someone
+// removed the tracking finalizer): it is recorded as failed in tj's
+// status, and the first one is returned as the failure. Before, it may
+// not have been created yet.
 func (r *Reconciler) lookUpMissing(ctx context.Context, tj *trainer.TrainJob, children []child) ([]child, *failure, error) {
-	if !meta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobCreated) || !shapePinned(&tj.Status) {
+	if !shapePinned(&tj.Status) {
 		return nil, nil, nil
 	}
+	allCreated := meta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobCreated)
 	var found []child
 	var first *failure
 	for _, m := range missingChildren(&tj.Status, tj.Name, children) {
@@ -149,8 +152,8 @@ func (r *Reconciler) lookUpMissing(ctx context.Context, tj *trainer.TrainJob, ch
 			found = append(found, c)
 			continue
 		}
-		if tj.DeletionTimestamp != nil || tj.FinishedCondition() != nil {
-			continue // its outcome no longer matters
+		if !allCreated || tj.DeletionTimestamp != nil || tj.FinishedCondition() != nil {
+			continue // not created yet, or its outcome no longer matters
 		}
 		record(jobStatusFor(&tj.Status, m.step), m.replica, failed)
 		if first == nil {
@@ -187,9 +190,11 @@ func (r *Reconciler) restoreLabels(ctx context.Context, tj *trainer.TrainJob, c 
 type creation struct {
 	// created are the Jobs this reconcile created.
 	created []child
-	// retry is set when the TrainJob waits on something no event reports
-	// (a name held by another TrainJob's Job, a refusal that may pass).
-	retry bool
+	// retryAfter is set when the TrainJob waits on something no event
+	// reports: a name held by another TrainJob's Job or Service, a Job
+	// refused as invalid by something that may change (an admission
+	// policy).
+	retryAfter time.Duration
 }
 
 // ensureChildren creates the Jobs of a TrainJob that are missing, until all
@@ -215,7 +220,8 @@ func (r *Reconciler) ensureChildren(ctx context.Context, tj *trainer.TrainJob, c
 		}
 		return out, errors.Join(svcErr, err)
 	}
-	if !shapePinned(&tj.Status) {
+	if !shapePinned(&tj.Status) || len(children) == 0 {
+		// Nothing was created yet: the runtime's shape as it is now.
 		pinShape(&tj.Status, plan)
 	} else if msg := shapeChange(&tj.Status, plan); msg != "" {
 		setCondition(tj, metav1.Condition{
@@ -278,13 +284,15 @@ func (r *Reconciler) ensureChildren(ctx context.Context, tj *trainer.TrainJob, c
 	switch {
 	case taken != nil:
 		setCondition(tj, *taken, now)
-		out.retry = true
+		out.retryAfter = waitRetry
 	case refused != nil:
 		setCondition(tj, *refused, now)
-		if apierrors.IsInvalid(errors.Join(errs...)) {
-			// Validation will refuse the same Job again: the TrainJob
-			// waits for its runtime to change (the runtime watch brings it
-			// back), and its deadline still runs.
+		if !slices.ContainsFunc(errs, func(err error) bool { return !apierrors.IsInvalid(err) }) {
+			// Validation refuses the same Job until something changes:
+			// the runtime (its watch brings the TrainJob back), or an
+			// admission policy, looked at again now and then. The
+			// deadline still runs.
+			out.retryAfter = invalidRetry
 			return out, svcErr
 		}
 	case len(errs) == 0:
@@ -370,7 +378,15 @@ func (r *Reconciler) ensureService(ctx context.Context, tj *trainer.TrainJob) (*
 		return nil, fmt.Errorf("reading Service %s: %w", key, err)
 	}
 	want := jobplan.Service(tj)
-	if err := r.client.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
+	err = r.client.Create(ctx, want)
+	if apierrors.IsAlreadyExists(err) {
+		// Not in the cache, which holds the Services labelled for a
+		// TrainJob: someone else's, unless ours is on its way.
+		if err = r.apiReader.Get(ctx, key, &svc); err == nil && !metav1.IsControlledBy(&svc, tj) {
+			return &svc, nil
+		}
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("creating Service %s: %w", klog.KObj(want), err)
 	}
 	return nil, nil

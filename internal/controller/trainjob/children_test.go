@@ -284,3 +284,66 @@ func TestNameHeldByAServiceNotOurs(t *testing.T) {
 		t.Errorf("Created = %+v, want False: %s", c, want)
 	}
 }
+
+// A runtime changed before any of a TrainJob's Jobs was created is not a
+// change to report: the TrainJob starts with the runtime as it is.
+func TestRuntimeChangedBeforeAnyCreation(t *testing.T) {
+	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").StartTime(earlier).
+		JobsStatus(nodeStep, trainer.JobStatus{Name: "ps", Replicas: 2}).
+		Condition(cond(trainer.TrainJobCreated, "False", trainer.TrainJobJobRefusedReason, "quota", earlier)).Obj()
+	f := newFixture(t, nil, tj, utiltesting.MakeRuntimeSpec().ClusterRuntime("torch-distributed"))
+	if err := f.reconcile(t, "tj"); err != nil {
+		t.Fatalf("Reconcile: %v", err)
+	}
+	got := f.trainJob(t, "tj")
+	if !meta.IsStatusConditionTrue(got.Status.Conditions, trainer.TrainJobCreated) {
+		t.Errorf("conditions %+v, want Created", got.Status.Conditions)
+	}
+	if diff := cmp.Diff([]jobState{{Name: "tj-node-0", Finalizers: tracked}}, jobStates(f.jobs(t))); diff != "" {
+		t.Errorf("Jobs (-want +got):\n%s", diff)
+	}
+}
+
+// A Service of the TrainJob's name that the cache does not hold (it is not
+// labelled for a TrainJob) is found when the create says it exists.
+func TestUnlabelledServiceNotOurs(t *testing.T) {
+	spec := utiltesting.MakeRuntimeSpec()
+	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-2").Obj()
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "tj", Namespace: testNS}}
+	cacheGets := 0
+	f := newFixture(t, &interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if _, ok := obj.(*corev1.Service); ok && cacheGets == 0 {
+				cacheGets++ // the cache, which holds labelled Services only
+				return apierrors.NewNotFound(corev1.Resource("services"), key.Name)
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+	}, tj, svc, spec.ClusterRuntime("torch-distributed"))
+	if err := f.reconcile(t, "tj"); err != nil {
+		t.Fatalf("Reconcile: %v", err)
+	}
+	c := meta.FindStatusCondition(f.trainJob(t, "tj").Status.Conditions, trainer.TrainJobCreated)
+	if c == nil || c.Reason != trainer.TrainJobNameTakenReason {
+		t.Errorf("Created = %+v, want False (%s)", c, trainer.TrainJobNameTakenReason)
+	}
+}
+
+// A Job refused as invalid is tried again now and then: the refusal may
+// come from an admission policy that changes.
+func TestInvalidJobRetried(t *testing.T) {
+	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").Obj()
+	invalid := apierrors.NewInvalid(batchv1.SchemeGroupVersion.WithKind("Job").GroupKind(), "tj-node-0", nil)
+	f := newFixture(t, &interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			if _, ok := obj.(*batchv1.Job); ok {
+				return invalid
+			}
+			return c.Create(ctx, obj, opts...)
+		},
+	}, tj, utiltesting.MakeRuntimeSpec().ClusterRuntime("torch-distributed"))
+	res, err := f.reconcileResult(t, "tj")
+	if err != nil || res.RequeueAfter != invalidRetry {
+		t.Errorf("Reconcile = %+v, %v; want a retry in %v", res, err, invalidRetry)
+	}
+}

@@ -81,6 +81,10 @@ func (r *Reconciler) syncSuspend(ctx context.Context, tj *trainer.TrainJob, chil
 			}
 		}
 		setCondition(tj, c, now)
+	case want:
+		// Suspended before all its Jobs could be created: it has no Pod to
+		// wait for, and its deadline counts from the resume.
+		tj.Status.StartTime = nil
 	case !want && cur != nil && cur.Reason != trainer.TrainJobResumedReason:
 		setCondition(tj, metav1.Condition{
 			Type:    trainer.TrainJobSuspended,
@@ -98,13 +102,14 @@ func (r *Reconciler) syncSuspend(ctx context.Context, tj *trainer.TrainJob, chil
 
 // suspendedWithoutPods reports whether a Job is suspended and none of its
 // Pods is left, running or terminating: the Job controller has reported it
-// suspended, or the Job never started (created suspended, it has no
-// startTime, and the Job controller has created no Pod for it).
+// suspended, or the Job was created suspended and its spec never changed
+// since (generation 1; 0 before the API server stored it), so no Pod was
+// ever created for it.
 func suspendedWithoutPods(job *batchv1.Job) bool {
 	if !ptr.Deref(job.Spec.Suspend, false) || job.Status.Active > 0 || ptr.Deref(job.Status.Terminating, 0) > 0 {
 		return false
 	}
-	if job.Status.StartTime == nil {
+	if job.Generation <= 1 {
 		return true
 	}
 	for _, c := range job.Status.Conditions {

@@ -26,6 +26,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
@@ -103,5 +104,46 @@ func TestStartTimeResetOncePerResume(t *testing.T) {
 	got := f.trainJob(t, "tj")
 	if diff := cmp.Diff(first.Status.StartTime, got.Status.StartTime); diff != "" {
 		t.Errorf("startTime moved after the resume (-first +now):\n%s", diff)
+	}
+}
+
+// A TrainJob suspended before its Jobs could all be created has no Pod to
+// wait for: its deadline does not count the time suspended, and counts
+// from the resume.
+func TestSuspendedBeforeCreatedResumesItsDeadline(t *testing.T) {
+	refused := cond(trainer.TrainJobCreated, "False", trainer.TrainJobJobRefusedReason, "quota", earlier)
+	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").Deadline(600).StartTime(earlier).Suspend(true).Condition(refused).Obj()
+	f := newFixture(t, nil, tj)
+	_ = f.reconcile(t, "tj")
+	if got := f.trainJob(t, "tj").Status.StartTime; got != nil {
+		t.Fatalf("startTime %v kept while suspended: the deadline would count the time suspended", got)
+	}
+	resumed := f.trainJob(t, "tj")
+	resumed.Spec.Suspend = ptr.To(false)
+	if err := f.client.Update(context.Background(), resumed); err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Step(time.Hour)
+	_ = f.reconcile(t, "tj")
+	if got := f.trainJob(t, "tj").Status.StartTime; got == nil || !got.Time.Equal(now.Add(time.Hour)) {
+		t.Errorf("startTime after the resume = %v, want %v", got, now.Add(time.Hour))
+	}
+}
+
+// A Job whose spec changed since it was created (resumed once) is not
+// taken for one without Pods before the Job controller says it is
+// suspended, even while its status shows none yet.
+func TestResumedJobNotTakenForPodless(t *testing.T) {
+	spec := utiltesting.MakeRuntimeSpec()
+	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").Suspend(true).StartTime(earlier).
+		Condition(createdCond(1, earlier)).JobsStatus(nodeStep).Obj()
+	job := childJob(t, tj, spec, 0)
+	job.Generation = 3 // created suspended, resumed, suspended again; its status not updated yet
+	f := newFixture(t, nil, tj, job)
+	if err := f.reconcile(t, "tj"); err != nil {
+		t.Fatal(err)
+	}
+	if c := meta.FindStatusCondition(f.trainJob(t, "tj").Status.Conditions, trainer.TrainJobSuspended); c == nil || c.Status != metav1.ConditionFalse {
+		t.Errorf("Suspended = %+v, want False until the Job controller reports the Job suspended", c)
 	}
 }

@@ -70,6 +70,12 @@ const deadlinePriority = 100
 // Job, or a refused Job that may be accepted later (a quota).
 const waitRetry = 5 * time.Second
 
+// invalidRetry is how often the creation of a Job refused as invalid is
+// tried again: most such refusals last until the runtime changes, which
+// brings the TrainJob back by itself, but an admission policy may change
+// too.
+const invalidRetry = time.Minute
+
 // Bounds of the backoff of a failing reconcile whose TrainJob has an
 // active deadline, as controller-runtime's own backoff.
 const (
@@ -176,6 +182,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// The TrainJob is gone: let its children go too.
 		r.deadlines.Delete(req.NamespacedName)
 		r.writes.forget(req.NamespacedName)
+		r.failures.Forget(req.NamespacedName)
 		return ctrl.Result{}, r.releaseLeftovers(ctx, req.NamespacedName)
 	}
 	if w := r.writes.latest(&tj); w != &tj {
@@ -191,16 +198,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 	children, others, err := r.listChildren(ctx, &tj)
 	if err != nil {
-		return ctrl.Result{}, err
-	}
-	// Jobs left by an earlier TrainJob of the same name.
-	if err := r.releaseOrphans(ctx, others, tj.Namespace, tj.Name); err != nil {
-		return ctrl.Result{}, err
+		due, _ := lifecycle.ActiveDeadline(&tj)
+		return r.result(ctx, req.NamespacedName, due, 0, err)
 	}
 	now := metav1.NewTime(r.clock.Now())
 	next := tj.DeepCopy()
 	finished, _ := lifecycle.IsFinished(next)
-	var errs []error
+	// Jobs left by an earlier TrainJob of the same name. Failing to release
+	// them holds back nothing of this TrainJob's.
+	errs := []error{r.releaseOrphans(ctx, others, tj.Namespace, tj.Name)}
 
 	// Find the children the cache does not show, then record the outcome
 	// of every child that finished or went away.
@@ -250,7 +256,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 				return ctrl.Result{RequeueAfter: conflictRetry}, nil
 			}
 			errs = append(errs, fmt.Errorf("updating status of TrainJob %s: %w", klog.KObj(&tj), err))
-			return r.result(ctx, req.NamespacedName, deadline, made.retry, errors.Join(errs...))
+			return r.result(ctx, req.NamespacedName, deadline, made.retryAfter, errors.Join(errs...))
 		}
 		stored = next
 		r.writes.add(tj.ResourceVersion, next)
@@ -266,7 +272,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		deadline = time.Time{}
 	}
 	errs = append(errs, r.releaseRecorded(ctx, &stored.Status, children, storedFinished))
-	return r.result(ctx, req.NamespacedName, deadline, made.retry, errors.Join(errs...))
+	return r.result(ctx, req.NamespacedName, deadline, made.retryAfter, errors.Join(errs...))
 }
 
 // result is what a reconcile returns: a requeue exactly at the active
@@ -275,18 +281,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // error, so while a deadline runs an error is retried on the reconciler's
 // own backoff, never past the deadline: the deadline is enforced on time
 // whatever else fails.
-func (r *Reconciler) result(ctx context.Context, key types.NamespacedName, deadline time.Time, retry bool, err error) (ctrl.Result, error) {
+func (r *Reconciler) result(ctx context.Context, key types.NamespacedName, deadline time.Time, retryAfter time.Duration, err error) (ctrl.Result, error) {
 	if deadline.IsZero() {
 		r.deadlines.Delete(key)
 	} else {
 		r.deadlines.Set(key, deadline)
 	}
 	var res ctrl.Result
+	untilDeadline := deadline.Sub(r.clock.Now())
 	if !deadline.IsZero() {
-		res = ctrl.Result{RequeueAfter: max(deadline.Sub(r.clock.Now()), time.Nanosecond), Priority: ptr.To(deadlinePriority)}
+		res = ctrl.Result{RequeueAfter: max(untilDeadline, time.Nanosecond), Priority: ptr.To(deadlinePriority)}
 	}
-	if retry && (res.RequeueAfter == 0 || res.RequeueAfter > waitRetry) {
-		res = ctrl.Result{RequeueAfter: waitRetry}
+	if retryAfter > 0 && (res.RequeueAfter == 0 || res.RequeueAfter > retryAfter) {
+		res = ctrl.Result{RequeueAfter: retryAfter}
 	}
 	if err == nil {
 		r.failures.Forget(key)
@@ -297,7 +304,8 @@ func (r *Reconciler) result(ctx context.Context, key types.NamespacedName, deadl
 	}
 	backoff := r.failures.When(key)
 	ctrl.LoggerFrom(ctx).Error(err, "Reconciler error; retrying", "after", backoff)
-	if backoff < res.RequeueAfter {
+	// A deadline already due whose enforcement failed waits like any error.
+	if backoff < res.RequeueAfter || (!deadline.IsZero() && untilDeadline <= 0) {
 		res = ctrl.Result{RequeueAfter: backoff}
 	}
 	return res, nil
