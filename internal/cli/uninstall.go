@@ -31,7 +31,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
@@ -367,7 +366,7 @@ func (u *uninstaller) look(ctx context.Context, left *leftover) (*found, []error
 
 	err = listPages(ctx, u.client, func() *corev1.ServiceList { return &corev1.ServiceList{} }, func(l *corev1.ServiceList) {
 		for i := range l.Items {
-			if svc := &l.Items[i]; ownedByTrainJob(metav1.GetControllerOf(svc)) {
+			if svc := &l.Items[i]; tracking.IsTrainJob(metav1.GetControllerOf(svc)) {
 				f.services = append(f.services, svc)
 				left.add("Service", svc, "")
 			}
@@ -496,15 +495,7 @@ func isChildJob(job *batchv1.Job) bool {
 		_, labelled := job.Labels[trainer.TrainJobNameLabel]
 		return labelled
 	}
-	return ownedByTrainJob(ref)
-}
-
-func ownedByTrainJob(ref *metav1.OwnerReference) bool {
-	if ref == nil || ref.Kind != trainer.TrainJobKind {
-		return false
-	}
-	gv, err := schema.ParseGroupVersion(ref.APIVersion)
-	return err == nil && gv.Group == trainer.GroupVersion.Group
+	return tracking.IsTrainJob(ref)
 }
 
 // isChildPod reports whether a Pod labelled with a TrainJob's name is a

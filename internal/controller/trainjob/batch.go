@@ -21,7 +21,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -29,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
+	"github.com/trainjob-operator/trainjob-operator/internal/tracking"
 )
 
 // childBatchPeriod is how long a child Job's change waits before its
@@ -90,10 +90,7 @@ func requestsFor(o client.Object) []reconcile.Request {
 // ownerRequest is the request of the TrainJob that controls o, if one does.
 func ownerRequest(o client.Object) (reconcile.Request, bool) {
 	ref := metav1.GetControllerOfNoCopy(o)
-	if ref == nil || ref.Kind != trainer.TrainJobKind {
-		return reconcile.Request{}, false
-	}
-	if gv, err := schema.ParseGroupVersion(ref.APIVersion); err != nil || gv.Group != trainer.GroupVersion.Group {
+	if !tracking.IsTrainJob(ref) {
 		return reconcile.Request{}, false
 	}
 	return reconcile.Request{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: ref.Name}}, true
