@@ -104,27 +104,3 @@ func TestChildJobUpdates(t *testing.T) {
 func jobCond(t batchv1.JobConditionType, reason string) batchv1.JobCondition {
 	return batchv1.JobCondition{Type: t, Status: corev1.ConditionTrue, Reason: reason}
 }
-
-func TestReleasedJobs(t *testing.T) {
-	var r releasedJobs
-	now := time.Now()
-	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "j", Namespace: "ns", UID: "1"}}
-	again := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "j", Namespace: "ns", UID: "2"}}
-	if r.recent(job, now) {
-		t.Fatal("a Job never released is recent")
-	}
-	r.add(job, now)
-	if !r.recent(job, now.Add(releasedFor-time.Second)) {
-		t.Error("a Job just released is not recent")
-	}
-	if r.recent(again, now) {
-		t.Error("a new Job of the same name counts as released")
-	}
-	if r.recent(job, now.Add(releasedFor)) {
-		t.Error("a release past releasedFor is still trusted")
-	}
-	r.forget(job)
-	if r.recent(job, now) {
-		t.Error("a forgotten Job is recent")
-	}
-}

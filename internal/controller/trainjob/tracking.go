@@ -22,7 +22,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -243,12 +242,15 @@ func (r *Reconciler) releaseFinalizer(ctx context.Context, job *batchv1.Job) err
 const releasedFor = time.Minute
 
 // releasedJobs remembers the Jobs whose tracking finalizer this process
-// removed, until the cache shows it gone. Without it, a reconcile on a cache
-// that has not seen the removal yet patches again: a failed JSON-patch test
-// and a live read, for nothing.
+// removed, until the cache shows it gone (a cacheLag). Without it, a
+// reconcile on a cache that has not seen the removal yet patches again: a
+// failed JSON-patch test and a live read, for nothing.
 type releasedJobs struct {
-	mu sync.Mutex
-	at map[releasedKey]time.Time
+	lag cacheLag[releasedKey, struct{}]
+}
+
+func newReleasedJobs() *releasedJobs {
+	return &releasedJobs{lag: cacheLag[releasedKey, struct{}]{keep: releasedFor}}
 }
 
 // releasedKey names a Job and, with its UID, this Job of that name alone.
@@ -262,35 +264,15 @@ func keyOf(job *batchv1.Job) releasedKey {
 }
 
 func (r *releasedJobs) recent(job *batchv1.Job, now time.Time) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	at, ok := r.at[keyOf(job)]
-	return ok && now.Sub(at) < releasedFor
+	_, ok := r.lag.get(keyOf(job), now)
+	return ok
 }
 
 func (r *releasedJobs) add(job *batchv1.Job, now time.Time) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.at == nil {
-		r.at = map[releasedKey]time.Time{}
-	}
-	r.at[keyOf(job)] = now
-	// Jobs deleted before the cache showed the removal are never forgotten
-	// one by one: drop what is past trusting now and then.
-	if len(r.at)%1024 == 0 {
-		for k, t := range r.at {
-			if now.Sub(t) >= releasedFor {
-				delete(r.at, k)
-			}
-		}
-	}
+	r.lag.update(keyOf(job), now, func(struct{}, bool) struct{} { return struct{}{} })
 }
 
-func (r *releasedJobs) forget(job *batchv1.Job) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.at, keyOf(job))
-}
+func (r *releasedJobs) forget(job *batchv1.Job) { r.lag.forget(keyOf(job)) }
 
 // patchOutFinalizer removes the tracking finalizer from job.
 func (r *Reconciler) patchOutFinalizer(ctx context.Context, job *batchv1.Job) error {

@@ -121,8 +121,8 @@ type Reconciler struct {
 	clock     clock.PassiveClock
 	deadlines *metrics.DueTimes
 	workers   int
-	released  releasedJobs
-	writes    statusWrites
+	released  *releasedJobs
+	writes    *statusWrites
 	// failures is the backoff of failing reconciles that must keep their
 	// requeue at the active deadline.
 	failures workqueue.TypedRateLimiter[types.NamespacedName]
@@ -157,6 +157,7 @@ func NewReconciler(c client.Client, apiReader client.Reader, recorder events.Eve
 		client: c, apiReader: apiReader, recorder: recorder,
 		clock: clock.RealClock{}, deadlines: metrics.DeadlineRemaining, workers: 5,
 		failures: workqueue.NewTypedItemExponentialFailureRateLimiter[types.NamespacedName](failureBaseDelay, failureMaxDelay),
+		released: newReleasedJobs(), writes: newStatusWrites(),
 	}
 	for _, o := range opts {
 		o(r)
@@ -185,7 +186,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		r.failures.Forget(req.NamespacedName)
 		return ctrl.Result{}, r.releaseLeftovers(ctx, req.NamespacedName)
 	}
-	if w := r.writes.latest(&tj); w != &tj {
+	if w := r.writes.latest(&tj, r.clock.Now()); w != &tj {
 		// The cache has not caught up with our last status write yet.
 		tj = *w
 	}
@@ -259,7 +260,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return r.result(ctx, req.NamespacedName, deadline, made.retryAfter, errors.Join(errs...))
 		}
 		stored = next
-		r.writes.add(tj.ResourceVersion, next)
+		r.writes.add(tj.ResourceVersion, next, now.Time)
 		r.emitEvents(&tj, next)
 		countFinished(&tj, next)
 	}

@@ -18,7 +18,6 @@ package trainjob
 
 import (
 	"slices"
-	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -40,16 +39,18 @@ const maxReplaced = 8
 const rememberFor = 30 * time.Second
 
 // statusWrites remembers what this process's status writes stored, for each
-// TrainJob, until the cache catches up with them. A reconcile that follows
-// its own write before the watch has brought it (a child Job's change,
-// typically, arrives first) decides on the TrainJob as written rather than
-// on the cache's older copy. Deciding on the older copy costs a write the
-// API server refuses as a conflict, and a second's wait for the retry.
+// TrainJob, until the cache catches up with them (a cacheLag). A reconcile
+// that follows its own write before the watch has brought it (a child
+// Job's change, typically, arrives first) decides on the TrainJob as
+// written rather than on the cache's older copy. Deciding on the older copy
+// costs a write the API server refuses as a conflict, and a second's wait
+// for the retry.
 type statusWrites struct {
-	mu      sync.Mutex
-	written map[types.NamespacedName]*statusWrite
-	// writes counts the writes recorded; each is known by its number.
-	writes uint64
+	lag cacheLag[types.NamespacedName, statusWrite]
+}
+
+func newStatusWrites() *statusWrites {
+	return &statusWrites{lag: cacheLag[types.NamespacedName, statusWrite]{keep: rememberFor}}
 }
 
 type statusWrite struct {
@@ -57,95 +58,60 @@ type statusWrite struct {
 	// a cached TrainJob at one of them is behind the write.
 	replaced []string
 	stored   *trainer.TrainJob
-	// seq is the number of the last write.
-	seq uint64
 }
 
 // behind reports whether the cache's TrainJob, of uid at resourceVersion
 // rv, is older than the stored one.
-func (s *statusWrite) behind(uid types.UID, rv string) bool {
+func (s statusWrite) behind(uid types.UID, rv string) bool {
 	return s.stored.UID == uid && slices.Contains(s.replaced, rv)
 }
 
 // latest returns the TrainJob a reconcile should decide on: the last one
 // this process stored if the cache's copy, cached, is older than it; cached
 // otherwise.
-func (w *statusWrites) latest(cached *trainer.TrainJob) *trainer.TrainJob {
+func (w *statusWrites) latest(cached *trainer.TrainJob, now time.Time) *trainer.TrainJob {
 	key := client.ObjectKeyFromObject(cached)
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	s := w.written[key]
-	if s == nil {
+	s, ok := w.lag.get(key, now)
+	if !ok {
 		return cached
 	}
 	if s.behind(cached.UID, cached.ResourceVersion) {
 		return s.stored.DeepCopy()
 	}
-	delete(w.written, key) // the cache has caught up, or moved past the writes
+	// The cache has caught up, or moved past the writes.
+	w.lag.forgetIf(key, func(s statusWrite) bool { return !s.behind(cached.UID, cached.ResourceVersion) })
 	return cached
 }
 
-// add records a status write that replaced resourceVersion replaced and
-// stored stored.
-func (w *statusWrites) add(replaced string, stored *trainer.TrainJob) {
-	key := client.ObjectKeyFromObject(stored)
+// add records, at now, a status write that replaced resourceVersion
+// replaced and stored stored.
+func (w *statusWrites) add(replaced string, stored *trainer.TrainJob, now time.Time) {
 	cp := stored.DeepCopy()
 	cp.ManagedFields = nil // as in the cache
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.written == nil {
-		w.written = map[types.NamespacedName]*statusWrite{}
-	}
-	s := w.written[key]
-	if s == nil || s.stored.UID != stored.UID {
-		s = &statusWrite{}
-		w.written[key] = s
-	}
-	s.replaced = append(s.replaced, replaced)
-	if len(s.replaced) > maxReplaced {
-		s.replaced = s.replaced[len(s.replaced)-maxReplaced:]
-	}
-	s.stored = cp
-	w.writes++
-	s.seq = w.writes
-	// The timer holds the write's number, not its TrainJob, which goes as
-	// soon as the cache catches up.
-	seq := s.seq
-	time.AfterFunc(rememberFor, func() { w.expire(key, seq) })
-}
-
-// expire forgets write number seq, unless a later one replaced it.
-func (w *statusWrites) expire(key types.NamespacedName, seq uint64) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if s := w.written[key]; s != nil && s.seq == seq {
-		delete(w.written, key)
-	}
+	w.lag.update(client.ObjectKeyFromObject(stored), now, func(cur statusWrite, ok bool) statusWrite {
+		if !ok || cur.stored.UID != stored.UID {
+			cur = statusWrite{}
+		}
+		versions := append(slices.Clone(cur.replaced), replaced)
+		if len(versions) > maxReplaced {
+			versions = versions[len(versions)-maxReplaced:]
+		}
+		return statusWrite{replaced: versions, stored: cp}
+	})
 }
 
 // observe forgets the writes to obj once the cache holds a version they did
 // not replace: the cache has caught up.
 func (w *statusWrites) observe(obj client.Object) {
-	key := client.ObjectKeyFromObject(obj)
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if s := w.written[key]; s != nil && !s.behind(obj.GetUID(), obj.GetResourceVersion()) {
-		delete(w.written, key)
-	}
+	w.lag.forgetIf(client.ObjectKeyFromObject(obj), func(s statusWrite) bool {
+		return !s.behind(obj.GetUID(), obj.GetResourceVersion())
+	})
 }
 
-func (w *statusWrites) forget(key types.NamespacedName) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	delete(w.written, key)
-}
+func (w *statusWrites) forget(key types.NamespacedName) { w.lag.forget(key) }
 
 // len is how many TrainJobs have writes the cache has not caught up with.
-func (w *statusWrites) len() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return len(w.written)
-}
+func (w *statusWrites) len() int { return w.lag.len() }
 
 // observer is a predicate that passes every event, and lets w see the
 // TrainJob each one brings to the cache, so that w holds only what the
