@@ -37,11 +37,9 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
-	"github.com/trainjob-operator/trainjob-operator/internal/scheme"
 	utiltesting "github.com/trainjob-operator/trainjob-operator/internal/util/testing"
 )
 
@@ -360,7 +358,7 @@ func TestUninstall(t *testing.T) {
 			if !strings.HasPrefix(name, "access refused") {
 				objs = append(slices.Clone(objs), notOurs()...)
 			}
-			base := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(objs...).Build()
+			base := utiltesting.NewClientBuilder(nil, objs...).Build()
 			cl := interceptor.NewClient(base, tc.interceptors)
 			var out bytes.Buffer
 			clk := clocktesting.NewFakeClock(now)

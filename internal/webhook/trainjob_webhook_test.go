@@ -28,13 +28,9 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -46,14 +42,7 @@ import (
 // dry-runs Jobs on, holding objs.
 func fakeClient(t *testing.T, funcs *interceptor.Funcs, objs ...client.Object) client.Client {
 	t.Helper()
-	s := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(s))
-	utilruntime.Must(trainer.AddToScheme(s))
-	b := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...)
-	if funcs != nil {
-		b = b.WithInterceptorFuncs(*funcs)
-	}
-	return b.Build()
+	return utiltesting.NewClientBuilder(funcs, objs...).Build()
 }
 
 func validator(t *testing.T, funcs *interceptor.Funcs, objs ...client.Object) *TrainJobValidator {

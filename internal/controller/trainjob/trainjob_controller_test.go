@@ -31,16 +31,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
@@ -56,13 +52,6 @@ var (
 	testNS  = "ns"
 )
 
-func testScheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(s))
-	utilruntime.Must(trainer.AddToScheme(s))
-	return s
-}
-
 type fixture struct {
 	r         *Reconciler
 	client    client.Client
@@ -73,14 +62,10 @@ type fixture struct {
 
 func newFixture(t *testing.T, funcs *interceptor.Funcs, objs ...client.Object) *fixture {
 	t.Helper()
-	b := fake.NewClientBuilder().WithScheme(testScheme()).WithObjects(objs...).
-		WithStatusSubresource(&trainer.TrainJob{}, &batchv1.Job{}).
+	cl := utiltesting.NewClientBuilder(funcs, objs...).
 		WithIndex(&batchv1.Job{}, childIndex, childIndexValue).
-		WithIndex(&trainer.TrainJob{}, waitingIndex, waitingIndexValue)
-	if funcs != nil {
-		b = b.WithInterceptorFuncs(*funcs)
-	}
-	cl := b.Build()
+		WithIndex(&trainer.TrainJob{}, waitingIndex, waitingIndexValue).
+		Build()
 	rec := events.NewFakeRecorder(100)
 	clk := testingclock.NewFakeClock(now)
 	deadlines := metrics.NewDeadlineRemaining(clk)
@@ -737,41 +722,5 @@ func TestReconcileFollowsItsOwnWrite(t *testing.T) {
 	}
 	if n := f.r.writes.len(); n != 0 {
 		t.Errorf("writes remembered after the cache caught up: %d, want 0", n)
-	}
-}
-
-// A TrainJob deleted and created again under its name is not mistaken for
-// the one written.
-func TestStatusWritesIgnoreAnotherTrainJobOfTheName(t *testing.T) {
-	var w statusWrites
-	old := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").Obj()
-	old.ResourceVersion = "5"
-	w.add("4", old)
-	again := utiltesting.MakeTrainJob("tj", testNS).UID("uid-2").Obj()
-	again.ResourceVersion = "4"
-	if got := w.latest(again); got != again {
-		t.Errorf("latest gave %s's write for %s", got.UID, again.UID)
-	}
-	if n := w.len(); n != 0 {
-		t.Errorf("%d writes remembered, want 0", n)
-	}
-}
-
-// A write is forgotten when it expires, unless a later one replaced it.
-func TestStatusWritesExpire(t *testing.T) {
-	var w statusWrites
-	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").Obj()
-	tj.ResourceVersion = "5"
-	w.add("4", tj)
-	first := w.written[client.ObjectKeyFromObject(tj)].seq
-	tj.ResourceVersion = "6"
-	w.add("5", tj)
-	w.expire(client.ObjectKeyFromObject(tj), first)
-	if n := w.len(); n != 1 {
-		t.Fatalf("the first write's expiry dropped the second: %d remembered, want 1", n)
-	}
-	w.expire(client.ObjectKeyFromObject(tj), w.written[client.ObjectKeyFromObject(tj)].seq)
-	if n := w.len(); n != 0 {
-		t.Errorf("%d writes remembered after the last expired, want 0", n)
 	}
 }

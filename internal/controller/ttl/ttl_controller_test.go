@@ -27,15 +27,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	configv1alpha1 "github.com/trainjob-operator/trainjob-operator/api/config/v1alpha1"
@@ -46,13 +42,6 @@ import (
 )
 
 var now = time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
-
-func scheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(s))
-	utilruntime.Must(trainer.AddToScheme(s))
-	return s
-}
 
 func complete(at time.Time) metav1.Condition {
 	return metav1.Condition{Type: trainer.TrainJobComplete, Status: metav1.ConditionTrue, Reason: trainer.TrainJobJobsCompletedReason, LastTransitionTime: metav1.NewTime(at)}
@@ -90,14 +79,10 @@ type fixture struct {
 // with cached nil, both hold live.
 func newFixture(t *testing.T, live, cached *trainer.TrainJob, retention *configv1alpha1.TrainJobRetentionPolicy, funcs *interceptor.Funcs) *fixture {
 	t.Helper()
-	b := fake.NewClientBuilder().WithScheme(scheme()).WithObjects(live.DeepCopy())
-	if funcs != nil {
-		b = b.WithInterceptorFuncs(*funcs)
-	}
-	api := b.Build()
+	api := utiltesting.NewClientBuilder(funcs, live.DeepCopy()).Build()
 	var cache client.Reader = api
 	if cached != nil {
-		cache = fake.NewClientBuilder().WithScheme(scheme()).WithObjects(cached.DeepCopy()).Build()
+		cache = utiltesting.NewClientBuilder(nil, cached.DeepCopy()).Build()
 	}
 	clk := testingclock.NewFakeClock(now)
 	rec := events.NewFakeRecorder(10)
