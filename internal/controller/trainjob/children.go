@@ -41,31 +41,6 @@ import (
 	"github.com/trainjob-operator/trainjob-operator/internal/jobplan"
 )
 
-// listChildren returns the Jobs labelled for the TrainJob: those it owns as
-// children, and any that an earlier TrainJob of the same name owned.
-func (r *Reconciler) listChildren(ctx context.Context, tj *trainer.TrainJob) ([]child, []*batchv1.Job, error) {
-	var jobs batchv1.JobList
-	if err := r.client.List(ctx, &jobs, client.InNamespace(tj.Namespace), client.MatchingFields{childIndex: tj.Name}); err != nil {
-		return nil, nil, fmt.Errorf("listing Jobs of TrainJob %s: %w", klog.KObj(tj), err)
-	}
-	var owned []child
-	var others []*batchv1.Job
-	for i := range jobs.Items {
-		job := &jobs.Items[i]
-		if ctrlOwnerUID(job) != tj.UID {
-			others = append(others, job)
-			continue
-		}
-		c, ok := childOf(job)
-		if !ok {
-			ctrl.LoggerFrom(ctx).Info("Ignoring child Job without valid replicated-job labels", "job", klog.KObj(job))
-			continue
-		}
-		owned = append(owned, c)
-	}
-	return owned, others, nil
-}
-
 // shapePinned reports whether status holds the TrainJob's replicated Jobs.
 func shapePinned(status *trainer.TrainJobStatus) bool {
 	if len(status.JobsStatus) == 0 {
@@ -120,185 +95,200 @@ func missingChildren(status *trainer.TrainJobStatus, trainJob string, children [
 	return missing
 }
 
-// lookUpMissing reads from the API server the children of the pinned shape
-// that the cache does not show and whose outcome is not recorded. A Job of
-// the child's name is the child only if its controller is this TrainJob,
-// whatever its labels: one whose labels were changed (the cache holds only
-// Jobs labelled for a TrainJob) is returned as a child, and its labels put
-// back so the cache sees it again. Once all of a TrainJob's Jobs were
-// created, a name with no Job, or held by a Job that is not this
-// TrainJob's, is a child gone without its outcome recorded (someone
-// removed the tracking finalizer): it is recorded as failed in tj's
-// status, and the first one is returned as the failure. Before, it may
-// not have been created yet.
-func (r *Reconciler) lookUpMissing(ctx context.Context, tj *trainer.TrainJob, children []child) ([]child, *failure, error) {
-	if !shapePinned(&tj.Status) {
-		return nil, nil, nil
-	}
-	allCreated := meta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobCreated)
-	var found []child
-	var first *failure
-	for _, m := range missingChildren(&tj.Status, tj.Name, children) {
-		var job batchv1.Job
-		err := r.apiReader.Get(ctx, types.NamespacedName{Namespace: tj.Namespace, Name: m.job}, &job)
-		if err != nil && !apierrors.IsNotFound(err) {
-			return found, first, fmt.Errorf("reading child Job %s/%s: %w", tj.Namespace, m.job, err)
-		}
-		if err == nil && ctrlOwnerUID(&job) == tj.UID {
-			c := child{job: &job, step: m.step, replica: m.replica}
-			if err := r.restoreLabels(ctx, tj, c); err != nil {
-				return found, first, err
-			}
-			found = append(found, c)
-			continue
-		}
-		if !allCreated || tj.DeletionTimestamp != nil || tj.FinishedCondition() != nil {
-			continue // not created yet, or its outcome no longer matters
-		}
-		record(jobStatusFor(&tj.Status, m.step), m.replica, failed)
-		if first == nil {
-			first = &failure{reason: trainer.TrainJobJobDeletedReason, message: fmt.Sprintf(
-				"Job %s disappeared before its outcome was recorded (its %s finalizer was removed by someone else); it is not run again", m.job, trainer.JobTrackingFinalizer)}
+// labelsChanged reports whether the labels by which the cache and the index
+// find a child Job were changed.
+func labelsChanged(tj *trainer.TrainJob, c child) bool {
+	for k, v := range jobplan.ChildLabels(tj.Name, c.step, c.replica) {
+		if c.job.Labels[k] != v {
+			return true
 		}
 	}
-	return found, first, nil
+	return false
 }
 
 // restoreLabels puts back the labels by which the cache and the index find
-// a child Job, if they were changed.
-func (r *Reconciler) restoreLabels(ctx context.Context, tj *trainer.TrainJob, c child) error {
-	want := jobplan.ChildLabels(tj.Name, c.step, c.replica)
-	changed := false
-	for k, v := range want {
-		changed = changed || c.job.Labels[k] != v
-	}
-	if !changed {
-		return nil
-	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": want}})
-	if err != nil {
-		return err
-	}
-	if err := r.client.Patch(ctx, c.job, client.RawPatch(types.MergePatchType, patch)); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("restoring the labels of child Job %s: %w", klog.KObj(c.job), err)
-	}
-	ctrl.LoggerFrom(ctx).Info("Restored the labels of a child Job", "job", klog.KObj(c.job))
-	return nil
-}
-
-// creation is what ensureChildren did.
-type creation struct {
-	// created are the Jobs this reconcile created.
-	created []child
-	// retryAfter is set when the TrainJob waits on something no event
-	// reports: a name held by another TrainJob's Job or Service, a Job
-	// refused as invalid by something that may change (an admission
-	// policy).
-	retryAfter time.Duration
-}
-
-// ensureChildren creates the Jobs of a TrainJob that are missing, until all
-// were created once; from then on a missing child is never created again
-// (lookUpMissing finds out what became of it). It pins the TrainJob's shape
-// into status and keeps the Created condition: True once every child
-// exists, False with the reason while one cannot be created: the runtime
-// is missing or invalid, or changed since the first Jobs were created; a
-// name is held by a Job this TrainJob does not own; the API server refused
-// a Job. others are the Jobs labelled for the TrainJob's name that it does
-// not own.
-func (r *Reconciler) ensureChildren(ctx context.Context, tj *trainer.TrainJob, children []child, others []*batchv1.Job, now metav1.Time) (creation, error) {
-	var out creation
-	foreignSvc, svcErr := r.ensureService(ctx, tj)
-	if meta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobCreated) {
-		return out, svcErr
-	}
-
-	plan, cond, err := r.plan(ctx, tj)
-	if plan == nil {
-		if cond != nil {
-			setCondition(tj, *cond, now)
+// each of the children.
+func (r *Reconciler) restoreLabels(ctx context.Context, tj *trainer.TrainJob, children []child) error {
+	var errs []error
+	for _, c := range children {
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": jobplan.ChildLabels(tj.Name, c.step, c.replica)}})
+		if err != nil {
+			return err
 		}
-		return out, errors.Join(svcErr, err)
+		if err := r.client.Patch(ctx, c.job, client.RawPatch(types.MergePatchType, patch)); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("restoring the labels of child Job %s: %w", klog.KObj(c.job), err))
+			continue
+		}
+		ctrl.LoggerFrom(ctx).Info("Restored the labels of a child Job", "job", klog.KObj(c.job))
 	}
-	if !shapePinned(&tj.Status) || len(children) == 0 {
-		// Nothing was created yet: the runtime's shape as it is now.
-		pinShape(&tj.Status, plan)
-	} else if msg := shapeChange(&tj.Status, plan); msg != "" {
-		setCondition(tj, metav1.Condition{
+	return errors.Join(errs...)
+}
+
+// creation is what the create phase is to create, decided by planCreation,
+// and what it did. Children are created until all were created once; from
+// then on a missing child is never created again (lookUpMissing finds out
+// what became of it). The Service is created whenever it is missing while
+// the TrainJob runs.
+type creation struct {
+	// allCreated is set once every child was created: only the Service
+	// may be left to create.
+	allCreated bool
+	// waiting is set when no Job can be created in this reconcile, and
+	// blocked, if not nil, is the Created=False condition that says why:
+	// the runtime is missing or invalid, or changed since the first Jobs
+	// were created.
+	waiting bool
+	blocked *metav1.Condition
+	// jobs are the children to create.
+	jobs []*batchv1.Job
+	// service is set when the TrainJob's Service is to be created.
+	service bool
+
+	// taken is the Created=False condition of a child name held by a Job
+	// this TrainJob does not own, found before or on creating it.
+	taken *metav1.Condition
+	// foreignService is the Service of the TrainJob's name when it is not
+	// the TrainJob's.
+	foreignService *corev1.Service
+	// created are the Jobs the create phase created.
+	created []child
+	// refused is the Created=False condition of the first Job the API
+	// server refused; errs are the creations that failed.
+	refused *metav1.Condition
+	errs    []error
+	// serviceErr is the failure to create the Service.
+	serviceErr error
+}
+
+// planCreation decides what to create for a running TrainJob, and pins its
+// shape into its status the first time: the runtime's replicated Jobs as
+// they are when nothing was created yet.
+func planCreation(tj *trainer.TrainJob, obs *observed) *creation {
+	c := &creation{}
+	switch {
+	case obs.noService:
+		c.service = true
+	case obs.service != nil && !metav1.IsControlledBy(obs.service, tj):
+		c.foreignService = obs.service
+	}
+	if meta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobCreated) {
+		c.allCreated = true
+		return c
+	}
+	if obs.plan == nil {
+		c.waiting, c.blocked = true, obs.blocked
+		return c
+	}
+	if !shapePinned(&tj.Status) || len(obs.children) == 0 {
+		pinShape(&tj.Status, obs.plan)
+	} else if msg := shapeChange(&tj.Status, obs.plan); msg != "" {
+		c.waiting = true
+		c.blocked = &metav1.Condition{
 			Type: trainer.TrainJobCreated, Status: metav1.ConditionFalse, Reason: trainer.TrainJobRuntimeChangedReason,
 			Message: fmt.Sprintf("%s %s changed after the first Jobs of the TrainJob were created: %s. The TrainJob keeps the replicated Jobs it started with: restore the runtime, or delete the TrainJob",
 				jobplan.KindOf(tj), tj.Spec.RuntimeRef.Name, msg),
-		}, now)
-		return out, svcErr
+		}
+		return c
 	}
-
 	missing := map[string]bool{}
-	for _, m := range missingChildren(&tj.Status, tj.Name, children) {
+	for _, m := range missingChildren(&tj.Status, tj.Name, obs.children) {
 		missing[m.job] = true
 	}
-	var taken, refused *metav1.Condition
-	var errs []error
-	for _, job := range plan.Jobs {
+	for _, job := range obs.plan.Jobs {
 		if !missing[job.Name] {
 			continue
 		}
-		if i := slices.IndexFunc(others, func(o *batchv1.Job) bool { return o.Name == job.Name }); i >= 0 {
-			taken = cmp.Or(taken, nameTaken(tj, "Job", others[i]))
+		if i := slices.IndexFunc(obs.others, func(o *batchv1.Job) bool { return o.Name == job.Name }); i >= 0 {
+			c.taken = cmp.Or(c.taken, nameTaken(tj, "Job", obs.others[i]))
 			continue
 		}
+		c.jobs = append(c.jobs, job)
+	}
+	return c
+}
+
+// create creates what planCreation decided, and records in c how it went.
+func (r *Reconciler) create(ctx context.Context, tj *trainer.TrainJob, c *creation) {
+	if c == nil {
+		return
+	}
+	if c.service {
+		var foreign *corev1.Service
+		if foreign, c.serviceErr = r.createService(ctx, tj); foreign != nil {
+			c.foreignService = foreign
+		}
+	}
+	for _, job := range c.jobs {
 		err := r.client.Create(ctx, job)
 		if apierrors.IsAlreadyExists(err) {
 			// Ours, created by an earlier reconcile the cache has not
 			// caught up with; or not ours at all.
 			var live batchv1.Job
 			if err = r.apiReader.Get(ctx, client.ObjectKeyFromObject(job), &live); err == nil && ctrlOwnerUID(&live) != tj.UID {
-				taken = cmp.Or(taken, nameTaken(tj, "Job", &live))
+				c.taken = cmp.Or(c.taken, nameTaken(tj, "Job", &live))
 				continue
 			}
 		}
 		switch {
 		case err == nil:
-			if c, ok := childOf(job); ok {
-				out.created = append(out.created, c)
+			if ch, ok := childOf(job); ok {
+				c.created = append(c.created, ch)
 			}
 		case apierrors.IsNotFound(err):
 			// Read back after AlreadyExists, it was gone: try again.
-			errs = append(errs, fmt.Errorf("creating Job %s: it was just deleted", klog.KObj(job)))
+			c.errs = append(c.errs, fmt.Errorf("creating Job %s: it was just deleted", klog.KObj(job)))
 		default:
-			errs = append(errs, fmt.Errorf("creating Job %s: %w", klog.KObj(job), err))
-			if refused == nil && isRefusal(err) {
-				refused = &metav1.Condition{
+			c.errs = append(c.errs, fmt.Errorf("creating Job %s: %w", klog.KObj(job), err))
+			if c.refused == nil && isRefusal(err) {
+				c.refused = &metav1.Condition{
 					Type: trainer.TrainJobCreated, Status: metav1.ConditionFalse, Reason: trainer.TrainJobJobRefusedReason,
 					Message: fmt.Sprintf("The API server refused Job %s: %v", job.Name, err),
 				}
 			}
 		}
 	}
-	if foreignSvc != nil {
+	if len(c.created) > 0 {
+		ctrl.LoggerFrom(ctx).V(2).Info("Created child Jobs", "count", len(c.created))
+	}
+}
+
+// settleCreated keeps the Created condition from what the create phase did:
+// True once every child exists, False with the reason while one cannot be
+// created: the runtime is missing or invalid, or changed since the first
+// Jobs were created; a name is held by a Job or Service this TrainJob does
+// not own; the API server refused a Job. It returns when to look at the
+// TrainJob again if no event will bring it back, and the errors worth
+// retrying.
+func settleCreated(tj *trainer.TrainJob, c *creation, now metav1.Time) (time.Duration, error) {
+	if c.allCreated || c.waiting {
+		if c.blocked != nil {
+			setCondition(tj, *c.blocked, now)
+		}
+		return 0, c.serviceErr
+	}
+	taken := c.taken
+	if c.foreignService != nil {
 		// Without its own Service, the Pods' DNS names do not resolve.
-		taken = cmp.Or(taken, nameTaken(tj, "Service", foreignSvc))
+		taken = cmp.Or(taken, nameTaken(tj, "Service", c.foreignService))
 	}
-	if len(out.created) > 0 {
-		ctrl.LoggerFrom(ctx).V(2).Info("Created child Jobs", "count", len(out.created))
-	}
+	var retryAfter time.Duration
 	switch {
 	case taken != nil:
 		setCondition(tj, *taken, now)
-		out.retryAfter = waitRetry
-	case refused != nil:
-		setCondition(tj, *refused, now)
-		if !slices.ContainsFunc(errs, func(err error) bool { return !apierrors.IsInvalid(err) }) {
+		retryAfter = waitRetry
+	case c.refused != nil:
+		setCondition(tj, *c.refused, now)
+		if !slices.ContainsFunc(c.errs, func(err error) bool { return !apierrors.IsInvalid(err) }) {
 			// Validation refuses the same Job until something changes:
 			// the runtime (its watch brings the TrainJob back), or an
 			// admission policy, looked at again now and then. The
 			// deadline still runs.
-			out.retryAfter = invalidRetry
-			return out, svcErr
+			return invalidRetry, c.serviceErr
 		}
-	case len(errs) == 0:
+	case len(c.errs) == 0:
 		setCondition(tj, createdCondition(tj), now)
 	}
-	return out, errors.Join(append(errs, svcErr)...)
+	return retryAfter, errors.Join(append(c.errs, c.serviceErr)...)
 }
 
 func createdCondition(tj *trainer.TrainJob) metav1.Condition {
@@ -361,28 +351,17 @@ func shapeChange(status *trainer.TrainJobStatus, plan *jobplan.Plan) string {
 	return fmt.Sprintf("its replicated Jobs were %s and are now %s", describe(pinned), describe(plan.Steps))
 }
 
-// ensureService creates the headless Service that gives the Pods their DNS
-// names, if it is missing. It returns the Service of that name if it is not
-// the TrainJob's.
-func (r *Reconciler) ensureService(ctx context.Context, tj *trainer.TrainJob) (*corev1.Service, error) {
-	key := jobplan.ServiceKey(tj)
-	var svc corev1.Service
-	err := r.client.Get(ctx, key, &svc)
-	switch {
-	case err == nil:
-		if !metav1.IsControlledBy(&svc, tj) {
-			return &svc, nil
-		}
-		return nil, nil
-	case !apierrors.IsNotFound(err):
-		return nil, fmt.Errorf("reading Service %s: %w", key, err)
-	}
+// createService creates the headless Service that gives the Pods their DNS
+// names. It returns the Service of that name if one exists that is not the
+// TrainJob's.
+func (r *Reconciler) createService(ctx context.Context, tj *trainer.TrainJob) (*corev1.Service, error) {
 	want := jobplan.Service(tj)
-	err = r.client.Create(ctx, want)
+	err := r.client.Create(ctx, want)
 	if apierrors.IsAlreadyExists(err) {
 		// Not in the cache, which holds the Services labelled for a
 		// TrainJob: someone else's, unless ours is on its way.
-		if err = r.apiReader.Get(ctx, key, &svc); err == nil && !metav1.IsControlledBy(&svc, tj) {
+		var svc corev1.Service
+		if err = r.apiReader.Get(ctx, client.ObjectKeyFromObject(want), &svc); err == nil && !metav1.IsControlledBy(&svc, tj) {
 			return &svc, nil
 		}
 	}
@@ -392,63 +371,18 @@ func (r *Reconciler) ensureService(ctx context.Context, tj *trainer.TrainJob) (*
 	return nil, nil
 }
 
-// deleteService deletes the TrainJob's headless Service once it finished.
-// Kept, a finished TrainJob's Service would cost the cluster for as long as
-// the TrainJob stays: kube-controller-manager's endpoint controllers match
-// every Pod change in the namespace against every Service there.
-func (r *Reconciler) deleteService(ctx context.Context, tj *trainer.TrainJob) error {
-	key := jobplan.ServiceKey(tj)
-	var svc corev1.Service
-	err := r.client.Get(ctx, key, &svc)
-	if apierrors.IsNotFound(err) {
+// deleteService deletes the TrainJob's headless Service, svc as observed,
+// once it finished. Kept, a finished TrainJob's Service would cost the
+// cluster for as long as the TrainJob stays: kube-controller-manager's
+// endpoint controllers match every Pod change in the namespace against
+// every Service there.
+func (r *Reconciler) deleteService(ctx context.Context, tj *trainer.TrainJob, svc *corev1.Service) error {
+	if svc == nil || !metav1.IsControlledBy(svc, tj) || svc.DeletionTimestamp != nil {
 		return nil
 	}
-	if err != nil {
-		return fmt.Errorf("reading Service %s: %w", key, err)
-	}
-	if !metav1.IsControlledBy(&svc, tj) || svc.DeletionTimestamp != nil {
-		return nil
-	}
-	err = r.client.Delete(ctx, &svc, client.Preconditions{UID: &svc.UID})
+	err := r.client.Delete(ctx, svc, client.Preconditions{UID: &svc.UID})
 	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("deleting Service %s: %w", klog.KObj(&svc), err)
-	}
-	return nil
-}
-
-// plan resolves the TrainJob's runtime and builds its children. When that is
-// not possible it returns the Created=False condition that says why, and an
-// error only for failures worth retrying.
-func (r *Reconciler) plan(ctx context.Context, tj *trainer.TrainJob) (*jobplan.Plan, *metav1.Condition, error) {
-	rt, err := jobplan.Resolve(ctx, r.client, tj)
-	if apierrors.IsNotFound(err) {
-		return nil, &metav1.Condition{
-			Type:    trainer.TrainJobCreated,
-			Status:  metav1.ConditionFalse,
-			Reason:  trainer.TrainJobRuntimeNotFoundReason,
-			Message: fmt.Sprintf("%s %q not found%s (spec.runtimeRef); the TrainJob starts once it exists", rt.Kind, rt.Name, rt.Where(tj)),
-		}, nil
-	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("reading %s %s: %w", rt.Kind, rt.Name, err)
-	}
-	plan, err := jobplan.Build(tj, rt)
-	if err != nil {
-		return nil, &metav1.Condition{
-			Type:    trainer.TrainJobCreated,
-			Status:  metav1.ConditionFalse,
-			Reason:  trainer.TrainJobInvalidRuntimeReason,
-			Message: err.Error(),
-		}, nil
-	}
-	return plan, nil, nil
-}
-
-// setJobSuspend sets spec.suspend of a child Job.
-func (r *Reconciler) setJobSuspend(ctx context.Context, job *batchv1.Job, suspend bool) error {
-	patch := fmt.Appendf(nil, `{"spec":{"suspend":%t}}`, suspend)
-	if err := r.client.Patch(ctx, job, client.RawPatch(types.MergePatchType, patch)); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("setting suspend=%t on Job %s: %w", suspend, klog.KObj(job), err)
+		return fmt.Errorf("deleting Service %s: %w", klog.KObj(svc), err)
 	}
 	return nil
 }
@@ -465,32 +399,4 @@ func (r *Reconciler) stopChildren(ctx context.Context, children []child) error {
 		errs = append(errs, r.setJobSuspend(ctx, c.job, true))
 	}
 	return errors.Join(errs...)
-}
-
-// updateJobsStatus recomputes the counts of jobsStatus from the children and
-// the recorded outcomes.
-func updateJobsStatus(status *trainer.TrainJobStatus, children []child) {
-	for i := range status.JobsStatus {
-		js := &status.JobsStatus[i]
-		js.Ready, js.Active, js.Suspended = 0, 0, 0
-		js.Succeeded, js.Failed = int32(len(js.SucceededReplicas)), int32(len(js.FailedReplicas))
-		for _, c := range children {
-			if c.step != js.Name || c.job.DeletionTimestamp != nil {
-				continue
-			}
-			if o, _ := jobOutcome(c.job); o != running {
-				continue
-			}
-			job := c.job
-			if job.Status.Active > 0 {
-				js.Active++
-			}
-			if ptr.Deref(job.Spec.Suspend, false) {
-				js.Suspended++
-			}
-			if ptr.Deref(job.Status.Ready, 0)+job.Status.Succeeded >= ptr.Deref(job.Spec.Parallelism, 1) {
-				js.Ready++
-			}
-		}
-	}
 }

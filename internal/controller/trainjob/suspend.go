@@ -19,18 +19,22 @@ package trainjob
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
 )
 
-// syncSuspend makes the running children follow spec.suspend (KEP-2322, one
-// level up) and keeps the Suspended condition and startTime:
+// Suspend and resume (KEP-2322, one level up):
 //
 //   - suspend: every child Job is suspended, and the Job controller deletes
 //     its Pods. Suspended=True is set only once every child whose outcome is
@@ -46,10 +50,11 @@ import (
 //     not its Jobs could be created: a TrainJob that cannot start is active
 //     and its deadline runs. A TrainJob created suspended has none until it
 //     is resumed.
-func (r *Reconciler) syncSuspend(ctx context.Context, tj *trainer.TrainJob, children []child, now metav1.Time) error {
+
+// followSuspend sets spec.suspend of every running child to the TrainJob's.
+func (r *Reconciler) followSuspend(ctx context.Context, tj *trainer.TrainJob, children []child) error {
 	want := ptr.Deref(tj.Spec.Suspend, false)
 	var errs []error
-	left := 0
 	for _, c := range children {
 		if o, _ := jobOutcome(c.job); o != running || c.job.DeletionTimestamp != nil {
 			continue
@@ -57,19 +62,34 @@ func (r *Reconciler) syncSuspend(ctx context.Context, tj *trainer.TrainJob, chil
 		if ptr.Deref(c.job.Spec.Suspend, false) != want {
 			errs = append(errs, r.setJobSuspend(ctx, c.job, want))
 		}
-		if want {
-			if !suspendedWithoutPods(c.job) {
-				left++
-			}
-		}
 	}
+	return errors.Join(errs...)
+}
 
+// setJobSuspend sets spec.suspend of a child Job.
+func (r *Reconciler) setJobSuspend(ctx context.Context, job *batchv1.Job, suspend bool) error {
+	patch := fmt.Appendf(nil, `{"spec":{"suspend":%t}}`, suspend)
+	if err := r.client.Patch(ctx, job, client.RawPatch(types.MergePatchType, patch)); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("setting suspend=%t on Job %s: %w", suspend, klog.KObj(job), err)
+	}
+	return nil
+}
+
+// decideSuspend keeps the Suspended condition and startTime of a running
+// TrainJob, from its children as followSuspend left them.
+func decideSuspend(tj *trainer.TrainJob, children []child, now metav1.Time) {
+	want := ptr.Deref(tj.Spec.Suspend, false)
 	created := meta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobCreated)
 	cur := meta.FindStatusCondition(tj.Status.Conditions, trainer.TrainJobSuspended)
 	switch {
 	case want && created:
 		// Children not seen at all (the cache behind) count as running.
-		left += len(missingChildren(&tj.Status, tj.Name, children))
+		left := len(missingChildren(&tj.Status, tj.Name, children))
+		for _, c := range children {
+			if o, _ := jobOutcome(c.job); o == running && c.job.DeletionTimestamp == nil && !suspendedWithoutPods(c.job) {
+				left++
+			}
+		}
 		c := metav1.Condition{
 			Type: trainer.TrainJobSuspended, Status: metav1.ConditionTrue, Reason: trainer.TrainJobSuspendedReason,
 			Message: "The TrainJob is suspended and no Pod of its Jobs is left",
@@ -97,7 +117,6 @@ func (r *Reconciler) syncSuspend(ctx context.Context, tj *trainer.TrainJob, chil
 	if !want && tj.Status.StartTime == nil {
 		tj.Status.StartTime = &now
 	}
-	return errors.Join(errs...)
 }
 
 // suspendedWithoutPods reports whether a Job is suspended and none of its

@@ -175,6 +175,20 @@ func recordOutcomes(status *trainer.TrainJobStatus, children []child, finished b
 	return first
 }
 
+// recordVanished records as failed the children of the pinned shape that
+// went away before their outcome was recorded, and returns the failure of
+// the first.
+func recordVanished(status *trainer.TrainJobStatus, vanished []missingChild) *failure {
+	for _, m := range vanished {
+		record(jobStatusFor(status, m.step), m.replica, failed)
+	}
+	if len(vanished) == 0 {
+		return nil
+	}
+	return &failure{reason: trainer.TrainJobJobDeletedReason, message: fmt.Sprintf(
+		"Job %s disappeared before its outcome was recorded (its %s finalizer was removed by someone else); it is not run again", vanished[0].job, trainer.JobTrackingFinalizer)}
+}
+
 func conditionText(c *batchv1.JobCondition) string {
 	switch {
 	case c.Reason != "" && c.Message != "":

@@ -23,12 +23,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -173,107 +171,96 @@ func NewReconciler(c client.Client, apiReader client.Reader, recorder events.Eve
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch;update
 
-// Reconcile brings one TrainJob's children and status in line with its spec.
+// Reconcile brings one TrainJob's children and status in line with its spec,
+// in phases:
+//
+//  1. observe the TrainJob's children and, until they are all created, its
+//     runtime (observe.go);
+//  2. decide, reading and writing nothing, which outcomes to record,
+//     whether the TrainJob finished and what to create (decide.go);
+//  3. act on the children whose state the status reports: create those
+//     never created (children.go), make the running ones follow
+//     spec.suspend (suspend.go);
+//  4. settle the decision with what that did: the Created and Suspended
+//     conditions, the active deadline, the counts (decide.go);
+//  5. write the status once (status.go);
+//  6. act on what is stored: stop the children of a finished TrainJob and
+//     delete its Service, release the finalizers of the children whose
+//     outcome is recorded (tracking.go).
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	var tj trainer.TrainJob
-	if err := r.client.Get(ctx, req.NamespacedName, &tj); err != nil {
-		if !apierrors.IsNotFound(err) {
-			return ctrl.Result{}, err
-		}
+	key := req.NamespacedName
+	tj, err := r.getTrainJob(ctx, key)
+	switch {
+	case err != nil:
+		return ctrl.Result{}, err
+	case tj == nil:
 		// The TrainJob is gone: let its children go too.
-		r.deadlines.Delete(req.NamespacedName)
-		r.writes.forget(req.NamespacedName)
-		r.failures.Forget(req.NamespacedName)
-		return ctrl.Result{}, r.releaseLeftovers(ctx, req.NamespacedName)
-	}
-	if w := r.writes.latest(&tj, r.clock.Now()); w != &tj {
-		// The cache has not caught up with our last status write yet.
-		tj = *w
-	}
-	log := ctrl.LoggerFrom(ctx)
-	if lifecycle.ManagedElsewhere(&tj) {
-		log.V(3).Info("Skipping TrainJob managed by another controller", "managedBy", *tj.Spec.ManagedBy)
-		r.deadlines.Delete(req.NamespacedName)
-		return ctrl.Result{}, nil
-	}
-
-	children, others, err := r.listChildren(ctx, &tj)
-	if err != nil {
-		due, _ := lifecycle.ActiveDeadline(&tj)
-		return r.result(ctx, req.NamespacedName, due, 0, err)
+		r.writes.forget(key)
+		return r.result(ctx, key, time.Time{}, 0, r.releaseLeftovers(ctx, key))
+	case lifecycle.ManagedElsewhere(tj):
+		ctrl.LoggerFrom(ctx).V(3).Info("Skipping TrainJob managed by another controller", "managedBy", *tj.Spec.ManagedBy)
+		return r.result(ctx, key, time.Time{}, 0, nil)
 	}
 	now := metav1.NewTime(r.clock.Now())
-	next := tj.DeepCopy()
-	finished, _ := lifecycle.IsFinished(next)
-	// Jobs left by an earlier TrainJob of the same name. Failing to release
-	// them holds back nothing of this TrainJob's.
-	errs := []error{r.releaseOrphans(ctx, others, tj.Namespace, tj.Name)}
 
-	// Find the children the cache does not show, then record the outcome
-	// of every child that finished or went away.
-	found, vanished, err := r.lookUpMissing(ctx, next, children)
-	children = append(children, found...)
-	errs = append(errs, err)
-	fail := recordOutcomes(&next.Status, children, finished)
-	if fail == nil {
-		fail = vanished
+	obs, err := r.observe(ctx, tj)
+	if err != nil {
+		due, _ := lifecycle.ActiveDeadline(tj)
+		return r.result(ctx, key, due, 0, err)
 	}
-	// Being deleted: the children's outcomes no longer matter.
-	if tj.DeletionTimestamp != nil {
-		r.deadlines.Delete(req.NamespacedName)
-		return ctrl.Result{}, errors.Join(append(errs, r.releaseRecorded(ctx, &tj.Status, children, true))...)
-	}
-	// Decide whether the TrainJob finished.
-	if !finished {
-		finished = r.decideFinished(next, fail, now)
-	}
-	var deadline time.Time
-	var made creation
-	if !finished {
-		// Create what was never created, then follow spec.suspend.
-		made, err = r.ensureChildren(ctx, next, children, others, now)
-		children = append(children, made.created...)
-		errs = append(errs, err, r.syncSuspend(ctx, next, children, now))
-		// Enforce the active deadline, now that startTime is settled.
-		var expired *failure
-		if expired, deadline = activeDeadline(next, now.Time); expired != nil {
-			r.decideFinished(next, expired, now) // Failed: stored below
-		}
-	}
-	updateJobsStatus(&next.Status, children)
+	errs := obs.errs
 
-	// Write the status once. What follows from it happens only once it is
-	// stored: the finalizers of recorded children are removed, and the
-	// children of a finished TrainJob are stopped. A conflict means this
-	// reconcile decided on a stale TrainJob, so it acts on nothing.
-	stored := &tj
-	if !equality.Semantic.DeepEqual(tj.Status, next.Status) {
-		if err := r.client.Status().Update(ctx, next); err != nil {
-			if apierrors.IsConflict(err) {
-				// The cache was behind: the newer TrainJob is on its way
-				// through the watch. Decide again on it, quietly.
-				log.V(2).Info("TrainJob changed while it was reconciled; retrying", "error", err.Error(), "otherErrors", errors.Join(errs...))
-				r.writes.forget(req.NamespacedName)
-				return ctrl.Result{RequeueAfter: conflictRetry}, nil
-			}
-			errs = append(errs, fmt.Errorf("updating status of TrainJob %s: %w", klog.KObj(&tj), err))
-			return r.result(ctx, req.NamespacedName, deadline, made.retryAfter, errors.Join(errs...))
-		}
-		stored = next
-		r.writes.add(tj.ResourceVersion, next, now.Time)
-		r.emitEvents(&tj, next)
-		countFinished(&tj, next)
+	d := decide(tj, obs, now)
+
+	if d.running() {
+		r.create(ctx, tj, d.create)
+		errs = append(errs, r.followSuspend(ctx, tj, d.children))
 	}
-	storedFinished, _ := lifecycle.IsFinished(stored)
-	if storedFinished {
-		// Stop the children still running, and delete the Service: no
-		// Pod of the TrainJob needs its DNS name any more. Retried on
-		// every reconcile until done.
-		errs = append(errs, r.stopChildren(ctx, children), r.deleteService(ctx, stored))
+
+	errs = append(errs, d.settle(now))
+
+	// A conflict means this reconcile decided on a stale TrainJob, so it
+	// acts on nothing more.
+	stored, err := r.writeStatus(ctx, tj, d.next, now.Time)
+	switch {
+	case apierrors.IsConflict(err):
+		// The cache was behind: the newer TrainJob is on its way through
+		// the watch. Decide again on it, quietly.
+		ctrl.LoggerFrom(ctx).V(2).Info("TrainJob changed while it was reconciled; retrying", "error", err.Error(), "otherErrors", errors.Join(errs...))
+		r.writes.forget(key)
+		return ctrl.Result{RequeueAfter: conflictRetry}, nil
+	case err != nil:
+		errs = append(errs, fmt.Errorf("updating status of TrainJob %s: %w", klog.KObj(tj), err))
+		return r.result(ctx, key, d.deadline, d.retryAfter, errors.Join(errs...))
+	}
+
+	deadline := d.deadline
+	if finished, _ := lifecycle.IsFinished(stored); finished {
 		deadline = time.Time{}
 	}
-	errs = append(errs, r.releaseRecorded(ctx, &stored.Status, children, storedFinished))
-	return r.result(ctx, req.NamespacedName, deadline, made.retryAfter, errors.Join(errs...))
+	errs = append(errs, r.act(ctx, stored, obs, d))
+	return r.result(ctx, key, deadline, d.retryAfter, errors.Join(errs...))
+}
+
+// act does what follows from the stored TrainJob: the children of a
+// finished TrainJob are stopped, and its Service deleted, retried on every
+// reconcile until done; the finalizers of the children whose outcome is
+// stored are removed, all of them once the TrainJob finished or while it is
+// being deleted. Jobs of an earlier TrainJob of the same name are released,
+// and the labels of children found without them put back.
+func (r *Reconciler) act(ctx context.Context, stored *trainer.TrainJob, obs *observed, d *decision) error {
+	// Failing to release an earlier TrainJob's Jobs holds back nothing of
+	// this one's.
+	errs := []error{r.releaseOrphans(ctx, obs.others, stored.Namespace, stored.Name), r.restoreLabels(ctx, stored, obs.relabel)}
+	if d.deleting {
+		return errors.Join(append(errs, r.releaseRecorded(ctx, &stored.Status, d.children, true))...)
+	}
+	finished, _ := lifecycle.IsFinished(stored)
+	if finished {
+		// No Pod of the TrainJob needs its Service's DNS names any more.
+		errs = append(errs, r.stopChildren(ctx, d.children), r.deleteService(ctx, stored, obs.service))
+	}
+	return errors.Join(append(errs, r.releaseRecorded(ctx, &stored.Status, d.children, finished))...)
 }
 
 // result is what a reconcile returns: a requeue exactly at the active
@@ -312,65 +299,6 @@ func (r *Reconciler) result(ctx context.Context, key types.NamespacedName, deadl
 	return res, nil
 }
 
-// countFinished counts a TrainJob that has just finished.
-func countFinished(old, cur *trainer.TrainJob) {
-	if was, _ := lifecycle.IsFinished(old); was {
-		return
-	}
-	for _, t := range []string{trainer.TrainJobComplete, trainer.TrainJobFailed} {
-		if c := meta.FindStatusCondition(cur.Status.Conditions, t); c != nil && c.Status == metav1.ConditionTrue {
-			metrics.Finished.WithLabelValues(t, c.Reason).Inc()
-			if c.Reason == trainer.TrainJobDeadlineExceededReason {
-				metrics.DeadlineExceeded.Inc()
-			}
-			return
-		}
-	}
-}
-
-// decideFinished sets Failed or Complete when the TrainJob has finished, and
-// reports whether it has. fail is a failure found in this reconcile.
-func (r *Reconciler) decideFinished(tj *trainer.TrainJob, fail *failure, now metav1.Time) bool {
-	if fail == nil {
-		for _, js := range tj.Status.JobsStatus {
-			if len(js.FailedReplicas) > 0 {
-				fail = &failure{reason: trainer.TrainJobJobFailedReason, message: fmt.Sprintf("%d Job(s) of replicated Job %q failed", len(js.FailedReplicas), js.Name)}
-				break
-			}
-		}
-	}
-	if fail != nil {
-		setCondition(tj, metav1.Condition{
-			Type: trainer.TrainJobFailed, Status: metav1.ConditionTrue, Reason: fail.reason, Message: fail.message,
-		}, now)
-		return true
-	}
-	if !shapePinned(&tj.Status) || !allSucceeded(&tj.Status) {
-		return false
-	}
-	setCondition(tj, metav1.Condition{
-		Type: trainer.TrainJobComplete, Status: metav1.ConditionTrue, Reason: trainer.TrainJobJobsCompletedReason,
-		Message: "All trainer Jobs succeeded",
-	}, now)
-	tj.Status.CompletionTime = &now
-	return true
-}
-
-// allSucceeded reports whether every Job of the trainer step (of every step,
-// if there is no trainer step) succeeded.
-func allSucceeded(status *trainer.TrainJobStatus) bool {
-	hasTrainer := false
-	for _, js := range status.JobsStatus {
-		hasTrainer = hasTrainer || js.Trainer
-	}
-	for _, js := range status.JobsStatus {
-		if (js.Trainer || !hasTrainer) && int32(len(js.SucceededReplicas)) < js.Replicas {
-			return false
-		}
-	}
-	return true
-}
-
 // releaseLeftovers releases the children of a TrainJob that no longer exists.
 func (r *Reconciler) releaseLeftovers(ctx context.Context, key types.NamespacedName) error {
 	var jobs batchv1.JobList
@@ -382,39 +310,6 @@ func (r *Reconciler) releaseLeftovers(ctx context.Context, key types.NamespacedN
 		held = append(held, &jobs.Items[i])
 	}
 	return r.releaseOrphans(ctx, held, key.Namespace, key.Name)
-}
-
-// emitEvents records an event for each condition that changed between the
-// stored status and the new one, in the order they happen in a TrainJob's
-// life. It runs after the status write succeeded.
-func (r *Reconciler) emitEvents(old, cur *trainer.TrainJob) {
-	for _, t := range slices.Backward(conditionOrder) {
-		n := meta.FindStatusCondition(cur.Status.Conditions, t)
-		if n == nil {
-			continue
-		}
-		if o := meta.FindStatusCondition(old.Status.Conditions, t); o != nil && o.Status == n.Status && o.Reason == n.Reason {
-			continue
-		}
-		eventType, reason, action := corev1.EventTypeNormal, n.Reason, ""
-		switch {
-		case t == trainer.TrainJobCreated && n.Status == metav1.ConditionTrue:
-			reason, action = "Created", "CreateJobs"
-		case t == trainer.TrainJobCreated:
-			eventType, action = corev1.EventTypeWarning, "CreateJobs"
-		case t == trainer.TrainJobSuspended && n.Status == metav1.ConditionTrue:
-			reason, action = "Suspended", "Suspend"
-		case t == trainer.TrainJobSuspended && n.Reason == trainer.TrainJobResumedReason:
-			reason, action = "Resumed", "Resume"
-		case t == trainer.TrainJobComplete && n.Status == metav1.ConditionTrue:
-			reason, action = "Completed", "Complete"
-		case t == trainer.TrainJobFailed && n.Status == metav1.ConditionTrue:
-			eventType, action = corev1.EventTypeWarning, "Fail"
-		default:
-			continue
-		}
-		r.recorder.Eventf(cur, nil, eventType, reason, action, "%s", n.Message)
-	}
 }
 
 // SetupWithManager registers the controller with mgr.

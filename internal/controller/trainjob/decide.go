@@ -1,0 +1,99 @@
+/*
+Copyright The trainjob-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package trainjob
+
+import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
+	"github.com/trainjob-operator/trainjob-operator/internal/lifecycle"
+)
+
+// decision is what a reconcile decides from what it observed: the status
+// the TrainJob should have, and what to do. decide and settle make it
+// without reading or writing anything.
+type decision struct {
+	// next is the TrainJob with its status as decided.
+	next *trainer.TrainJob
+	// deleting is set when the TrainJob is being deleted: its children's
+	// outcomes no longer matter, and they are all released.
+	deleting bool
+	// finished is set when the TrainJob has finished, as stored or by
+	// this decision.
+	finished bool
+	// children are the TrainJob's Jobs: those observed, then those the
+	// create phase created.
+	children []child
+	// create is what the create phase is to do; nil once the TrainJob has
+	// finished or while it is being deleted.
+	create *creation
+	// deadline is when the active deadline falls, zero if none runs.
+	deadline time.Time
+	// retryAfter is set when the TrainJob waits on something no watch
+	// event reports.
+	retryAfter time.Duration
+}
+
+// running reports whether the TrainJob runs: it neither finished nor is
+// being deleted.
+func (d *decision) running() bool { return !d.finished && !d.deleting }
+
+// decide records in the TrainJob's status the outcome of every child that
+// finished or went away, decides whether the TrainJob finished, and, while
+// it runs, what to create.
+func decide(tj *trainer.TrainJob, obs *observed, now metav1.Time) *decision {
+	d := &decision{next: tj.DeepCopy(), deleting: tj.DeletionTimestamp != nil, children: obs.children}
+	if d.deleting {
+		return d
+	}
+	d.finished, _ = lifecycle.IsFinished(tj)
+	fail := recordOutcomes(&d.next.Status, obs.children, d.finished)
+	if vanished := recordVanished(&d.next.Status, obs.vanished); fail == nil {
+		fail = vanished
+	}
+	if !d.finished {
+		d.finished = decideFinished(d.next, fail, now)
+	}
+	if d.running() {
+		d.create = planCreation(d.next, obs)
+	}
+	return d
+}
+
+// settle completes the decision with what the create phase did: the Created
+// condition, the Suspended condition and startTime, the active deadline, and
+// the counts of jobsStatus. It returns the creation errors worth retrying.
+func (d *decision) settle(now metav1.Time) error {
+	if d.deleting {
+		return nil
+	}
+	var err error
+	if d.running() {
+		d.children = append(d.children[:len(d.children):len(d.children)], d.create.created...)
+		d.retryAfter, err = settleCreated(d.next, d.create, now)
+		decideSuspend(d.next, d.children, now)
+		// The active deadline, now that startTime is settled.
+		var expired *failure
+		if expired, d.deadline = activeDeadline(d.next, now.Time); expired != nil {
+			d.finished = decideFinished(d.next, expired, now)
+		}
+	}
+	updateJobsStatus(&d.next.Status, d.children)
+	return err
+}

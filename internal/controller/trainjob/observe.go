@@ -1,0 +1,211 @@
+/*
+Copyright The trainjob-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package trainjob
+
+import (
+	"context"
+	"fmt"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
+	"github.com/trainjob-operator/trainjob-operator/internal/jobplan"
+	"github.com/trainjob-operator/trainjob-operator/internal/lifecycle"
+)
+
+// observed is what a reconcile sees of a TrainJob's children and runtime.
+// Everything the decision needs is read here; nothing is changed.
+type observed struct {
+	// children are the Jobs the TrainJob owns: those the cache shows, and
+	// those of its pinned shape the cache does not show but the API server
+	// does.
+	children []child
+	// relabel are the children found in the API server only, because
+	// their labels were changed: the act phase puts the labels back.
+	relabel []child
+	// vanished are the children of the pinned shape that went away before
+	// their outcome was recorded. Looked for only once all of the
+	// TrainJob's Jobs were created, while it runs.
+	vanished []missingChild
+	// others are the Jobs labelled for the TrainJob's name that it does
+	// not own: an earlier TrainJob's of the same name, or orphans.
+	others []*batchv1.Job
+	// service is the Service of the TrainJob's name; noService is set when
+	// there is none (and not when it could not be read).
+	service   *corev1.Service
+	noService bool
+	// plan is the TrainJob's children as its runtime builds them now, and
+	// blocked, when plan is nil, the Created=False condition that says why
+	// there is none. Read only while the TrainJob's Jobs are not all
+	// created and it runs.
+	plan    *jobplan.Plan
+	blocked *metav1.Condition
+	// errs are the reads that failed. The decision is still made on what
+	// was read, so the active deadline is enforced whatever else fails;
+	// the errors are retried.
+	errs []error
+}
+
+// getTrainJob reads the TrainJob of key, as this process last wrote it if
+// the cache has not caught up with that write yet. It returns nil if the
+// TrainJob does not exist.
+func (r *Reconciler) getTrainJob(ctx context.Context, key types.NamespacedName) (*trainer.TrainJob, error) {
+	var tj trainer.TrainJob
+	if err := r.client.Get(ctx, key, &tj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	return r.writes.latest(&tj, r.clock.Now()), nil
+}
+
+// observe reads what the TrainJob's decision depends on: its children, what
+// became of those the cache does not show, its Service and, until its Jobs
+// are all created, its runtime. Without the list of its children nothing
+// can be decided, and it returns that error; the other reads that fail are
+// in obs.errs.
+func (r *Reconciler) observe(ctx context.Context, tj *trainer.TrainJob) (*observed, error) {
+	obs := &observed{}
+	var err error
+	if obs.children, obs.others, err = r.listChildren(ctx, tj); err != nil {
+		return nil, err
+	}
+	obs.errs = append(obs.errs, r.lookUpMissing(ctx, tj, obs))
+	svc, err := r.getService(ctx, tj)
+	obs.service, obs.noService, obs.errs = svc, svc == nil && err == nil, append(obs.errs, err)
+	if finished, _ := lifecycle.IsFinished(tj); finished || tj.DeletionTimestamp != nil ||
+		meta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobCreated) {
+		return obs, nil
+	}
+	var planErr error
+	obs.plan, obs.blocked, planErr = r.plan(ctx, tj)
+	obs.errs = append(obs.errs, planErr)
+	return obs, nil
+}
+
+// listChildren returns the Jobs labelled for the TrainJob: those it owns as
+// children, and any that an earlier TrainJob of the same name owned.
+func (r *Reconciler) listChildren(ctx context.Context, tj *trainer.TrainJob) ([]child, []*batchv1.Job, error) {
+	var jobs batchv1.JobList
+	if err := r.client.List(ctx, &jobs, client.InNamespace(tj.Namespace), client.MatchingFields{childIndex: tj.Name}); err != nil {
+		return nil, nil, fmt.Errorf("listing Jobs of TrainJob %s: %w", klog.KObj(tj), err)
+	}
+	var owned []child
+	var others []*batchv1.Job
+	for i := range jobs.Items {
+		job := &jobs.Items[i]
+		if ctrlOwnerUID(job) != tj.UID {
+			others = append(others, job)
+			continue
+		}
+		c, ok := childOf(job)
+		if !ok {
+			ctrl.LoggerFrom(ctx).Info("Ignoring child Job without valid replicated-job labels", "job", klog.KObj(job))
+			continue
+		}
+		owned = append(owned, c)
+	}
+	return owned, others, nil
+}
+
+// lookUpMissing reads from the API server the children of the pinned shape
+// that the cache does not show and whose outcome is not recorded. A Job of
+// the child's name is the child only if its controller is this TrainJob,
+// whatever its labels: one whose labels were changed (the cache holds only
+// Jobs labelled for a TrainJob) is added to obs.children, and to
+// obs.relabel so the cache sees it again. Once all of a TrainJob's Jobs
+// were created, a name with no Job, or held by a Job that is not this
+// TrainJob's, is a child gone without its outcome recorded (someone
+// removed the tracking finalizer): it is added to obs.vanished. Before, it
+// may not have been created yet.
+func (r *Reconciler) lookUpMissing(ctx context.Context, tj *trainer.TrainJob, obs *observed) error {
+	if !shapePinned(&tj.Status) {
+		return nil
+	}
+	allCreated := meta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobCreated)
+	for _, m := range missingChildren(&tj.Status, tj.Name, obs.children) {
+		var job batchv1.Job
+		err := r.apiReader.Get(ctx, types.NamespacedName{Namespace: tj.Namespace, Name: m.job}, &job)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("reading child Job %s/%s: %w", tj.Namespace, m.job, err)
+		}
+		if err == nil && ctrlOwnerUID(&job) == tj.UID {
+			c := child{job: &job, step: m.step, replica: m.replica}
+			obs.children = append(obs.children, c)
+			if labelsChanged(tj, c) {
+				obs.relabel = append(obs.relabel, c)
+			}
+			continue
+		}
+		if !allCreated || tj.DeletionTimestamp != nil || tj.FinishedCondition() != nil {
+			continue // not created yet, or its outcome no longer matters
+		}
+		obs.vanished = append(obs.vanished, m)
+	}
+	return nil
+}
+
+// getService reads the Service of the TrainJob's name from the cache.
+func (r *Reconciler) getService(ctx context.Context, tj *trainer.TrainJob) (*corev1.Service, error) {
+	key := jobplan.ServiceKey(tj)
+	var svc corev1.Service
+	err := r.client.Get(ctx, key, &svc)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("reading Service %s: %w", key, err)
+	}
+	return &svc, nil
+}
+
+// plan resolves the TrainJob's runtime and builds its children. When that is
+// not possible it returns the Created=False condition that says why, and an
+// error only for failures worth retrying.
+func (r *Reconciler) plan(ctx context.Context, tj *trainer.TrainJob) (*jobplan.Plan, *metav1.Condition, error) {
+	rt, err := jobplan.Resolve(ctx, r.client, tj)
+	if apierrors.IsNotFound(err) {
+		return nil, &metav1.Condition{
+			Type:    trainer.TrainJobCreated,
+			Status:  metav1.ConditionFalse,
+			Reason:  trainer.TrainJobRuntimeNotFoundReason,
+			Message: fmt.Sprintf("%s %q not found%s (spec.runtimeRef); the TrainJob starts once it exists", rt.Kind, rt.Name, rt.Where(tj)),
+		}, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading %s %s: %w", rt.Kind, rt.Name, err)
+	}
+	plan, err := jobplan.Build(tj, rt)
+	if err != nil {
+		return nil, &metav1.Condition{
+			Type:    trainer.TrainJobCreated,
+			Status:  metav1.ConditionFalse,
+			Reason:  trainer.TrainJobInvalidRuntimeReason,
+			Message: err.Error(),
+		}, nil
+	}
+	return plan, nil, nil
+}
