@@ -112,25 +112,36 @@ func NewReconciler(c client.Client, apiReader client.Reader, recorder events.Eve
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch;update
 
 // Reconcile deletes the TrainJob if its TTL or retention period expired, and
-// otherwise asks to be called again when it will.
+// otherwise asks to be called again when it will. The deletions it waits
+// for are published in the pending-deletions metric.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	var tj trainer.TrainJob
-	if err := r.client.Get(ctx, req.NamespacedName, &tj); err != nil {
+	exp, res, err := r.reconcile(ctx, req.NamespacedName)
+	if exp == nil {
 		r.pending.Delete(req.NamespacedName)
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+	} else {
+		r.pending.Set(req.NamespacedName, exp.At)
+	}
+	return res, err
+}
+
+// reconcile does what Reconcile does, and returns the expiry of the
+// TrainJob as long as it waits for its deletion: nil once it is deleted,
+// or if it is not to be.
+func (r *Reconciler) reconcile(ctx context.Context, key types.NamespacedName) (*lifecycle.Expiry, ctrl.Result, error) {
+	var tj trainer.TrainJob
+	if err := r.client.Get(ctx, key, &tj); err != nil {
+		return nil, ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	exp := r.expiry(&tj)
 	if exp == nil {
-		r.pending.Delete(req.NamespacedName)
-		return ctrl.Result{}, nil
+		return nil, ctrl.Result{}, nil
 	}
 	if wait := r.wait(ctx, exp); wait > 0 {
-		r.pending.Set(req.NamespacedName, exp.At)
-		return ctrl.Result{RequeueAfter: wait, Priority: ptr.To(expiryPriority)}, nil
+		return exp, ctrl.Result{RequeueAfter: wait, Priority: ptr.To(expiryPriority)}, nil
 	}
 	// The cache says it expired. The cache may be behind a change that gave
 	// it more time, so decide again on the TrainJob as it is now.
-	return r.deleteIfExpired(ctx, req.NamespacedName)
+	return r.deleteIfExpired(ctx, key, exp)
 }
 
 // expiry is when tj is to be deleted, or nil for a TrainJob this controller
@@ -155,26 +166,23 @@ func (r *Reconciler) wait(ctx context.Context, exp *lifecycle.Expiry) time.Durat
 // deleteIfExpired reads the TrainJob from the API server, and deletes it if
 // it still has expired, with preconditions on its UID and resourceVersion:
 // if anything changed since that read, nothing is deleted and the decision
-// is taken again.
-func (r *Reconciler) deleteIfExpired(ctx context.Context, key types.NamespacedName) (ctrl.Result, error) {
+// is taken again. cached is its expiry as the cache showed it.
+func (r *Reconciler) deleteIfExpired(ctx context.Context, key types.NamespacedName, cached *lifecycle.Expiry) (*lifecycle.Expiry, ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
 	var tj trainer.TrainJob
 	if err := r.apiReader.Get(ctx, key, &tj); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.pending.Delete(key)
-			return ctrl.Result{}, nil
+			return nil, ctrl.Result{}, nil
 		}
-		return ctrl.Result{}, err
+		return cached, ctrl.Result{}, err
 	}
 	exp := r.expiry(&tj)
 	if exp == nil {
-		r.pending.Delete(key)
-		return ctrl.Result{}, nil
+		return nil, ctrl.Result{}, nil
 	}
 	if wait := r.wait(ctx, exp); wait > 0 {
 		log.V(2).Info("TrainJob has more time than the cache showed", "deleteAt", exp.At)
-		r.pending.Set(key, exp.At)
-		return ctrl.Result{RequeueAfter: wait, Priority: ptr.To(expiryPriority)}, nil
+		return exp, ctrl.Result{RequeueAfter: wait, Priority: ptr.To(expiryPriority)}, nil
 	}
 
 	err := r.client.Delete(ctx, &tj,
@@ -182,13 +190,12 @@ func (r *Reconciler) deleteIfExpired(ctx context.Context, key types.NamespacedNa
 		client.PropagationPolicy(metav1.DeletePropagationForeground))
 	switch {
 	case apierrors.IsNotFound(err):
-		r.pending.Delete(key)
-		return ctrl.Result{}, nil
+		return nil, ctrl.Result{}, nil
 	case apierrors.IsConflict(err):
 		log.V(2).Info("TrainJob changed just before its deletion; deciding again")
-		return ctrl.Result{RequeueAfter: conflictRetry}, nil
+		return exp, ctrl.Result{RequeueAfter: conflictRetry}, nil
 	case err != nil:
-		return ctrl.Result{}, err
+		return exp, ctrl.Result{}, err
 	}
 	// The event follows the accepted delete request, so a delete that
 	// conflicts and is decided again does not announce it twice.
@@ -197,8 +204,7 @@ func (r *Reconciler) deleteIfExpired(ctx context.Context, key types.NamespacedNa
 	log.Info("Deleted TrainJob", "policy", exp.Policy, "reason", exp.Reason, "latency", latency)
 	metrics.TTLDeletions.WithLabelValues(exp.Policy).Inc()
 	metrics.TTLDeletionLatency.Observe(latency.Seconds())
-	r.pending.Delete(key)
-	return ctrl.Result{}, nil
+	return nil, ctrl.Result{}, nil
 }
 
 // SetupWithManager registers the controller with mgr.
