@@ -28,6 +28,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -345,5 +346,129 @@ func TestInvalidJobRetried(t *testing.T) {
 	res, err := f.reconcileResult(t, "tj")
 	if err != nil || res.RequeueAfter != invalidRetry {
 		t.Errorf("Reconcile = %+v, %v; want a retry in %v", res, err, invalidRetry)
+	}
+}
+
+// A Job the API server refuses is reported: Created=False with the API
+// server's message and a Warning event. The TrainJob is active (its
+// deadline runs), and the create is retried.
+func TestRefusedJobIsReported(t *testing.T) {
+	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").Obj()
+	createErr := apierrors.NewForbidden(schema.GroupResource{Group: "batch", Resource: "jobs"}, "tj-node-0", errors.New("exceeded quota: q, requested: count/jobs.batch=1, used: count/jobs.batch=10, limited: count/jobs.batch=10"))
+	f := newFixture(t, &interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			if _, ok := obj.(*batchv1.Job); ok {
+				return createErr
+			}
+			return c.Create(ctx, obj, opts...)
+		},
+	}, tj, utiltesting.MakeRuntimeSpec().ClusterRuntime("torch-distributed"))
+
+	if err := f.reconcile(t, "tj"); !apierrors.IsForbidden(err) {
+		t.Fatalf("Reconcile error = %v, want Forbidden", err)
+	}
+	got := f.trainJob(t, "tj")
+	msg := `The API server refused Job tj-node-0: jobs.batch "tj-node-0" is forbidden: exceeded quota: q, requested: count/jobs.batch=1, used: count/jobs.batch=10, limited: count/jobs.batch=10`
+	want := []metav1.Condition{cond(trainer.TrainJobCreated, "False", trainer.TrainJobJobRefusedReason, msg, now)}
+	if diff := cmp.Diff(want, got.Status.Conditions); diff != "" {
+		t.Errorf("conditions (-want +got):\n%s", diff)
+	}
+	if got.Status.StartTime == nil {
+		t.Error("no startTime: the deadline of a TrainJob that cannot start would never run")
+	}
+	if diff := cmp.Diff([]string{"Warning JobRefused " + msg}, f.events()); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+}
+
+// A TrainJob that finishes deletes its headless Service, and only its own.
+func TestServiceDeletedOnceFinished(t *testing.T) {
+	spec := utiltesting.MakeRuntimeSpec()
+	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").StartTime(earlier).
+		Condition(createdCond(1, earlier)).JobsStatus(nodeStep).Obj()
+	job := utiltesting.WrapJob(childJob(t, tj, spec, 0)).Succeeded(now).Obj()
+	foreign := jobplan.Service(tj)
+	foreign.OwnerReferences = nil
+	for name, tc := range map[string]struct {
+		svc      *corev1.Service
+		wantGone bool
+	}{
+		"the TrainJob's Service":                                {svc: jobplan.Service(tj), wantGone: true},
+		"a Service of the same name that is not the TrainJob's": {svc: foreign},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, nil, tj.DeepCopy(), job.DeepCopy(), tc.svc.DeepCopy())
+			// The first reconcile stores Complete; the Service goes then.
+			if err := f.reconcile(t, "tj"); err != nil {
+				t.Fatalf("Reconcile: %v", err)
+			}
+			if got := f.trainJob(t, "tj"); !meta.IsStatusConditionTrue(got.Status.Conditions, trainer.TrainJobComplete) {
+				t.Fatalf("TrainJob not Complete: %v", got.Status.Conditions)
+			}
+			err := f.client.Get(context.Background(), client.ObjectKey{Namespace: testNS, Name: "tj"}, &corev1.Service{})
+			if gone := apierrors.IsNotFound(err); gone != tc.wantGone {
+				t.Errorf("Service gone = %v (Get: %v), want %v", gone, err, tc.wantGone)
+			}
+		})
+	}
+}
+
+// Creating the Jobs twice (a stale cache) is harmless.
+func TestCreateIsIdempotent(t *testing.T) {
+	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").Obj()
+	f := newFixture(t, nil, tj, utiltesting.MakeRuntimeSpec().ClusterRuntime("torch-distributed"))
+	for i := range 3 {
+		if err := f.reconcile(t, "tj"); err != nil {
+			t.Fatalf("Reconcile %d: %v", i, err)
+		}
+	}
+	if diff := cmp.Diff([]jobState{{Name: "tj-node-0", Finalizers: tracked}}, jobStates(f.jobs(t))); diff != "" {
+		t.Errorf("Jobs (-want +got):\n%s", diff)
+	}
+	var svc corev1.Service
+	if err := f.client.Get(context.Background(), client.ObjectKey{Namespace: testNS, Name: "tj"}, &svc); err != nil {
+		t.Errorf("headless Service: %v", err)
+	}
+	if ev := f.events(); len(ev) != 1 {
+		t.Errorf("events = %v, want one Created event", ev)
+	}
+}
+
+// The children of a failed TrainJob are stopped once Failed is stored, not
+// before: a status write that fails leaves them running, and the retry stops
+// them.
+func TestChildrenStoppedAfterFailedIsStored(t *testing.T) {
+	runtime := utiltesting.MakeRuntimeSpec().ReplicatedJobs(utiltesting.MakeReplicatedJob("worker").Replicas(2).Obj())
+	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").RuntimeRef(trainer.ClusterTrainingRuntimeKind, "torch-distributed").
+		StartTime(earlier).Condition(createdCond(2, earlier)).JobsStatus(trainer.JobStatus{Name: "worker", Replicas: 2}).Obj()
+	failed := utiltesting.WrapJob(childJob(t, tj, runtime, 0)).Failed("BackoffLimitExceeded", now).Obj()
+	running := utiltesting.WrapJob(childJob(t, tj, runtime, 1)).Active(1).Obj()
+	writeErr := errors.New("etcd is unhappy")
+	failWrites := true
+	f := newFixture(t, &interceptor.Funcs{
+		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			if failWrites {
+				return writeErr
+			}
+			return c.SubResource(sub).Update(ctx, obj, opts...)
+		},
+	}, tj, failed, running, runtime.ClusterRuntime("torch-distributed"))
+
+	if err := f.reconcile(t, "tj"); !errors.Is(err, writeErr) {
+		t.Fatalf("Reconcile error = %v, want %v", err, writeErr)
+	}
+	if diff := cmp.Diff([]jobState{{Name: "tj-worker-0", Finalizers: tracked}, {Name: "tj-worker-1", Finalizers: tracked}}, jobStates(f.jobs(t))); diff != "" {
+		t.Errorf("Jobs after the failed write (-want +got):\n%s", diff)
+	}
+
+	failWrites = false
+	if err := f.reconcile(t, "tj"); err != nil {
+		t.Fatalf("Reconcile: %v", err)
+	}
+	if got := f.trainJob(t, "tj"); !meta.IsStatusConditionTrue(got.Status.Conditions, trainer.TrainJobFailed) {
+		t.Errorf("TrainJob not Failed: %v", got.Status.Conditions)
+	}
+	if diff := cmp.Diff([]jobState{{Name: "tj-worker-0"}, {Name: "tj-worker-1", Suspend: true}}, jobStates(f.jobs(t))); diff != "" {
+		t.Errorf("Jobs after the retry (-want +got):\n%s", diff)
 	}
 }

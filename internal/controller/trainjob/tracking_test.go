@@ -17,11 +17,22 @@ limitations under the License.
 package trainjob
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	batchv1 "k8s.io/api/batch/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
+	utiltesting "github.com/trainjob-operator/trainjob-operator/internal/util/testing"
 )
 
 func TestReleasedJobs(t *testing.T) {
@@ -46,4 +57,76 @@ func TestReleasedJobs(t *testing.T) {
 	if r.recent(job, now) {
 		t.Error("a forgotten Job is recent")
 	}
+}
+
+// The outcome of a finished child must be stored before its finalizer goes:
+// when the status write fails, the finalizer stays.
+func TestFinalizerKeptWhenStatusWriteFails(t *testing.T) {
+	spec := utiltesting.MakeRuntimeSpec()
+	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").StartTime(earlier).
+		Condition(createdCond(1, earlier)).JobsStatus(nodeStep).Obj()
+	job := utiltesting.WrapJob(childJob(t, tj, spec, 0)).Succeeded(now).Obj()
+	writeErr := errors.New("etcd is unhappy")
+	f := newFixture(t, &interceptor.Funcs{
+		SubResourceUpdate: func(context.Context, client.Client, string, client.Object, ...client.SubResourceUpdateOption) error {
+			return writeErr
+		},
+	}, tj, job)
+
+	if err := f.reconcile(t, "tj"); !errors.Is(err, writeErr) {
+		t.Fatalf("Reconcile error = %v, want %v", err, writeErr)
+	}
+	if diff := cmp.Diff([]jobState{{Name: "tj-node-0", Finalizers: tracked}}, jobStates(f.jobs(t))); diff != "" {
+		t.Errorf("Jobs (-want +got):\n%s", diff)
+	}
+	if got := f.trainJob(t, "tj"); meta.IsStatusConditionTrue(got.Status.Conditions, trainer.TrainJobComplete) {
+		t.Error("TrainJob is Complete although its status write failed")
+	}
+	if ev := f.events(); len(ev) != 0 {
+		t.Errorf("events %v emitted although the status write failed", ev)
+	}
+}
+
+func TestDeletedTrainJobReleasesChildren(t *testing.T) {
+	spec := utiltesting.MakeRuntimeSpec()
+	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").Obj()
+	job := childJob(t, tj, spec, 0)
+
+	t.Run("being deleted", func(t *testing.T) {
+		deletingTJ := tj.DeepCopy()
+		deletingTJ.Finalizers = []string{"example.com/keep"}
+		deletingTJ.DeletionTimestamp = ptr.To(metav1.NewTime(now))
+		f := newFixture(t, nil, deletingTJ, job.DeepCopy())
+		if err := f.reconcile(t, "tj"); err != nil {
+			t.Fatalf("Reconcile: %v", err)
+		}
+		if diff := cmp.Diff([]jobState{{Name: "tj-node-0"}}, jobStates(f.jobs(t)), cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("Jobs (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("gone", func(t *testing.T) {
+		f := newFixture(t, nil, deleting(job.DeepCopy()))
+		if err := f.reconcile(t, "tj"); err != nil {
+			t.Fatalf("Reconcile: %v", err)
+		}
+		if jobs := f.jobs(t); len(jobs) != 0 {
+			t.Errorf("Jobs left: %v", jobStates(jobs))
+		}
+	})
+	t.Run("replaced by a TrainJob of the same name", func(t *testing.T) {
+		// The earlier TrainJob was deleted (background cascade) and its
+		// Job is still there: it is released, and not taken for the new
+		// TrainJob's child.
+		newer := utiltesting.MakeTrainJob("tj", testNS).UID("uid-2").Obj()
+		f := newFixture(t, nil, newer, job.DeepCopy(), spec.ClusterRuntime("torch-distributed"))
+		if err := f.reconcile(t, "tj"); err != nil {
+			t.Fatalf("Reconcile: %v", err)
+		}
+		if diff := cmp.Diff([]jobState{{Name: "tj-node-0"}}, jobStates(f.jobs(t)), cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("Jobs (-want +got):\n%s", diff)
+		}
+		if c := meta.FindStatusCondition(f.trainJob(t, "tj").Status.Conditions, trainer.TrainJobCreated); c == nil || c.Status != metav1.ConditionFalse || c.Reason != trainer.TrainJobNameTakenReason {
+			t.Errorf("Created = %+v, want False (%s)", c, trainer.TrainJobNameTakenReason)
+		}
+	})
 }

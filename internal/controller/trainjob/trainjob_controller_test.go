@@ -18,7 +18,6 @@ package trainjob
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"strconv"
 	"testing"
@@ -27,18 +26,13 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/events"
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
 	"github.com/trainjob-operator/trainjob-operator/internal/jobplan"
@@ -442,202 +436,6 @@ func deleting(job *batchv1.Job) *batchv1.Job {
 	return job
 }
 
-// The outcome of a finished child must be stored before its finalizer goes:
-// when the status write fails, the finalizer stays.
-func TestFinalizerKeptWhenStatusWriteFails(t *testing.T) {
-	spec := utiltesting.MakeRuntimeSpec()
-	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").StartTime(earlier).
-		Condition(createdCond(1, earlier)).JobsStatus(nodeStep).Obj()
-	job := utiltesting.WrapJob(childJob(t, tj, spec, 0)).Succeeded(now).Obj()
-	writeErr := errors.New("etcd is unhappy")
-	f := newFixture(t, &interceptor.Funcs{
-		SubResourceUpdate: func(context.Context, client.Client, string, client.Object, ...client.SubResourceUpdateOption) error {
-			return writeErr
-		},
-	}, tj, job)
-
-	if err := f.reconcile(t, "tj"); !errors.Is(err, writeErr) {
-		t.Fatalf("Reconcile error = %v, want %v", err, writeErr)
-	}
-	if diff := cmp.Diff([]jobState{{Name: "tj-node-0", Finalizers: tracked}}, jobStates(f.jobs(t))); diff != "" {
-		t.Errorf("Jobs (-want +got):\n%s", diff)
-	}
-	if got := f.trainJob(t, "tj"); meta.IsStatusConditionTrue(got.Status.Conditions, trainer.TrainJobComplete) {
-		t.Error("TrainJob is Complete although its status write failed")
-	}
-	if ev := f.events(); len(ev) != 0 {
-		t.Errorf("events %v emitted although the status write failed", ev)
-	}
-}
-
-// The children of a failed TrainJob are stopped once Failed is stored, not
-// before: a status write that fails leaves them running, and the retry stops
-// them.
-func TestChildrenStoppedAfterFailedIsStored(t *testing.T) {
-	runtime := utiltesting.MakeRuntimeSpec().ReplicatedJobs(utiltesting.MakeReplicatedJob("worker").Replicas(2).Obj())
-	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").RuntimeRef(trainer.ClusterTrainingRuntimeKind, "torch-distributed").
-		StartTime(earlier).Condition(createdCond(2, earlier)).JobsStatus(trainer.JobStatus{Name: "worker", Replicas: 2}).Obj()
-	failed := utiltesting.WrapJob(childJob(t, tj, runtime, 0)).Failed("BackoffLimitExceeded", now).Obj()
-	running := utiltesting.WrapJob(childJob(t, tj, runtime, 1)).Active(1).Obj()
-	writeErr := errors.New("etcd is unhappy")
-	failWrites := true
-	f := newFixture(t, &interceptor.Funcs{
-		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-			if failWrites {
-				return writeErr
-			}
-			return c.SubResource(sub).Update(ctx, obj, opts...)
-		},
-	}, tj, failed, running, runtime.ClusterRuntime("torch-distributed"))
-
-	if err := f.reconcile(t, "tj"); !errors.Is(err, writeErr) {
-		t.Fatalf("Reconcile error = %v, want %v", err, writeErr)
-	}
-	if diff := cmp.Diff([]jobState{{Name: "tj-worker-0", Finalizers: tracked}, {Name: "tj-worker-1", Finalizers: tracked}}, jobStates(f.jobs(t))); diff != "" {
-		t.Errorf("Jobs after the failed write (-want +got):\n%s", diff)
-	}
-
-	failWrites = false
-	if err := f.reconcile(t, "tj"); err != nil {
-		t.Fatalf("Reconcile: %v", err)
-	}
-	if got := f.trainJob(t, "tj"); !meta.IsStatusConditionTrue(got.Status.Conditions, trainer.TrainJobFailed) {
-		t.Errorf("TrainJob not Failed: %v", got.Status.Conditions)
-	}
-	if diff := cmp.Diff([]jobState{{Name: "tj-worker-0"}, {Name: "tj-worker-1", Suspend: true}}, jobStates(f.jobs(t))); diff != "" {
-		t.Errorf("Jobs after the retry (-want +got):\n%s", diff)
-	}
-}
-
-// A Job the API server refuses is reported: Created=False with the API
-// server's message and a Warning event. The TrainJob is active (its
-// deadline runs), and the create is retried.
-func TestRefusedJobIsReported(t *testing.T) {
-	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").Obj()
-	createErr := apierrors.NewForbidden(schema.GroupResource{Group: "batch", Resource: "jobs"}, "tj-node-0", errors.New("exceeded quota: q, requested: count/jobs.batch=1, used: count/jobs.batch=10, limited: count/jobs.batch=10"))
-	f := newFixture(t, &interceptor.Funcs{
-		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
-			if _, ok := obj.(*batchv1.Job); ok {
-				return createErr
-			}
-			return c.Create(ctx, obj, opts...)
-		},
-	}, tj, utiltesting.MakeRuntimeSpec().ClusterRuntime("torch-distributed"))
-
-	if err := f.reconcile(t, "tj"); !apierrors.IsForbidden(err) {
-		t.Fatalf("Reconcile error = %v, want Forbidden", err)
-	}
-	got := f.trainJob(t, "tj")
-	msg := `The API server refused Job tj-node-0: jobs.batch "tj-node-0" is forbidden: exceeded quota: q, requested: count/jobs.batch=1, used: count/jobs.batch=10, limited: count/jobs.batch=10`
-	want := []metav1.Condition{cond(trainer.TrainJobCreated, "False", trainer.TrainJobJobRefusedReason, msg, now)}
-	if diff := cmp.Diff(want, got.Status.Conditions); diff != "" {
-		t.Errorf("conditions (-want +got):\n%s", diff)
-	}
-	if got.Status.StartTime == nil {
-		t.Error("no startTime: the deadline of a TrainJob that cannot start would never run")
-	}
-	if diff := cmp.Diff([]string{"Warning JobRefused " + msg}, f.events()); diff != "" {
-		t.Errorf("events (-want +got):\n%s", diff)
-	}
-}
-
-func TestDeletedTrainJobReleasesChildren(t *testing.T) {
-	spec := utiltesting.MakeRuntimeSpec()
-	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").Obj()
-	job := childJob(t, tj, spec, 0)
-
-	t.Run("being deleted", func(t *testing.T) {
-		deletingTJ := tj.DeepCopy()
-		deletingTJ.Finalizers = []string{"example.com/keep"}
-		deletingTJ.DeletionTimestamp = ptr.To(metav1.NewTime(now))
-		f := newFixture(t, nil, deletingTJ, job.DeepCopy())
-		if err := f.reconcile(t, "tj"); err != nil {
-			t.Fatalf("Reconcile: %v", err)
-		}
-		if diff := cmp.Diff([]jobState{{Name: "tj-node-0"}}, jobStates(f.jobs(t)), cmpopts.EquateEmpty()); diff != "" {
-			t.Errorf("Jobs (-want +got):\n%s", diff)
-		}
-	})
-	t.Run("gone", func(t *testing.T) {
-		f := newFixture(t, nil, deleting(job.DeepCopy()))
-		if err := f.reconcile(t, "tj"); err != nil {
-			t.Fatalf("Reconcile: %v", err)
-		}
-		if jobs := f.jobs(t); len(jobs) != 0 {
-			t.Errorf("Jobs left: %v", jobStates(jobs))
-		}
-	})
-	t.Run("replaced by a TrainJob of the same name", func(t *testing.T) {
-		// The earlier TrainJob was deleted (background cascade) and its
-		// Job is still there: it is released, and not taken for the new
-		// TrainJob's child.
-		newer := utiltesting.MakeTrainJob("tj", testNS).UID("uid-2").Obj()
-		f := newFixture(t, nil, newer, job.DeepCopy(), spec.ClusterRuntime("torch-distributed"))
-		if err := f.reconcile(t, "tj"); err != nil {
-			t.Fatalf("Reconcile: %v", err)
-		}
-		if diff := cmp.Diff([]jobState{{Name: "tj-node-0"}}, jobStates(f.jobs(t)), cmpopts.EquateEmpty()); diff != "" {
-			t.Errorf("Jobs (-want +got):\n%s", diff)
-		}
-		if c := meta.FindStatusCondition(f.trainJob(t, "tj").Status.Conditions, trainer.TrainJobCreated); c == nil || c.Status != metav1.ConditionFalse || c.Reason != trainer.TrainJobNameTakenReason {
-			t.Errorf("Created = %+v, want False (%s)", c, trainer.TrainJobNameTakenReason)
-		}
-	})
-}
-
-// A TrainJob that finishes deletes its headless Service, and only its own.
-func TestServiceDeletedOnceFinished(t *testing.T) {
-	spec := utiltesting.MakeRuntimeSpec()
-	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").StartTime(earlier).
-		Condition(createdCond(1, earlier)).JobsStatus(nodeStep).Obj()
-	job := utiltesting.WrapJob(childJob(t, tj, spec, 0)).Succeeded(now).Obj()
-	foreign := jobplan.Service(tj)
-	foreign.OwnerReferences = nil
-	for name, tc := range map[string]struct {
-		svc      *corev1.Service
-		wantGone bool
-	}{
-		"the TrainJob's Service":                                {svc: jobplan.Service(tj), wantGone: true},
-		"a Service of the same name that is not the TrainJob's": {svc: foreign},
-	} {
-		t.Run(name, func(t *testing.T) {
-			f := newFixture(t, nil, tj.DeepCopy(), job.DeepCopy(), tc.svc.DeepCopy())
-			// The first reconcile stores Complete; the Service goes then.
-			if err := f.reconcile(t, "tj"); err != nil {
-				t.Fatalf("Reconcile: %v", err)
-			}
-			if got := f.trainJob(t, "tj"); !meta.IsStatusConditionTrue(got.Status.Conditions, trainer.TrainJobComplete) {
-				t.Fatalf("TrainJob not Complete: %v", got.Status.Conditions)
-			}
-			err := f.client.Get(context.Background(), client.ObjectKey{Namespace: testNS, Name: "tj"}, &corev1.Service{})
-			if gone := apierrors.IsNotFound(err); gone != tc.wantGone {
-				t.Errorf("Service gone = %v (Get: %v), want %v", gone, err, tc.wantGone)
-			}
-		})
-	}
-}
-
-// Creating the Jobs twice (a stale cache) is harmless.
-func TestCreateIsIdempotent(t *testing.T) {
-	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").Obj()
-	f := newFixture(t, nil, tj, utiltesting.MakeRuntimeSpec().ClusterRuntime("torch-distributed"))
-	for i := range 3 {
-		if err := f.reconcile(t, "tj"); err != nil {
-			t.Fatalf("Reconcile %d: %v", i, err)
-		}
-	}
-	if diff := cmp.Diff([]jobState{{Name: "tj-node-0", Finalizers: tracked}}, jobStates(f.jobs(t))); diff != "" {
-		t.Errorf("Jobs (-want +got):\n%s", diff)
-	}
-	var svc corev1.Service
-	if err := f.client.Get(context.Background(), client.ObjectKey{Namespace: testNS, Name: "tj"}, &svc); err != nil {
-		t.Errorf("headless Service: %v", err)
-	}
-	if ev := f.events(); len(ev) != 1 {
-		t.Errorf("events = %v, want one Created event", ev)
-	}
-}
-
 func TestRuntimeStartsOnlyWaitingTrainJobs(t *testing.T) {
 	notFound := metav1.Condition{Type: trainer.TrainJobCreated, Status: metav1.ConditionFalse, Reason: trainer.TrainJobRuntimeNotFoundReason}
 	created := metav1.Condition{Type: trainer.TrainJobCreated, Status: metav1.ConditionTrue, Reason: trainer.TrainJobJobsCreatedReason}
@@ -656,71 +454,5 @@ func TestRuntimeStartsOnlyWaitingTrainJobs(t *testing.T) {
 	slices.Sort(got)
 	if diff := cmp.Diff([]string{"new", "waiting"}, got); diff != "" {
 		t.Errorf("TrainJobs started by the runtime (-want +got):\n%s", diff)
-	}
-}
-
-// A reconcile that runs before the watch brings the controller's own status
-// write decides on what it wrote, not on the cache's older copy: its write
-// is not refused as a conflict, and the TrainJob does not wait for a retry.
-func TestReconcileFollowsItsOwnWrite(t *testing.T) {
-	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").Obj()
-	var stale *trainer.TrainJob // what a cache behind the writes holds
-	conflicts := 0
-	f := newFixture(t, &interceptor.Funcs{
-		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-			if got, ok := obj.(*trainer.TrainJob); ok && stale != nil {
-				stale.DeepCopyInto(got)
-				return nil
-			}
-			return c.Get(ctx, key, obj, opts...)
-		},
-		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-			err := c.SubResource(sub).Update(ctx, obj, opts...)
-			if apierrors.IsConflict(err) {
-				conflicts++
-			}
-			return err
-		},
-	}, tj, utiltesting.MakeRuntimeSpec().ClusterRuntime("torch-distributed"))
-
-	before := f.trainJob(t, "tj")
-	if err := f.reconcile(t, "tj"); err != nil { // creates the Job, stores Created
-		t.Fatalf("Reconcile: %v", err)
-	}
-	// The Job starts; the cache has not seen the Created write yet.
-	jobs := f.jobs(t)
-	if len(jobs) != 1 {
-		t.Fatalf("%d Jobs, want 1", len(jobs))
-	}
-	jobs[0].Status.Active = 1
-	if err := f.client.Status().Update(context.Background(), &jobs[0]); err != nil {
-		t.Fatal(err)
-	}
-	stale = before
-	res, err := f.reconcileResult(t, "tj")
-	if err != nil {
-		t.Fatalf("Reconcile: %v", err)
-	}
-	stale = nil
-	if conflicts != 0 || res.RequeueAfter == conflictRetry {
-		t.Errorf("%d conflicting status writes (result %+v), want none: the reconcile decided on the cache's copy", conflicts, res)
-	}
-	got := f.trainJob(t, "tj")
-	if !meta.IsStatusConditionTrue(got.Status.Conditions, trainer.TrainJobCreated) {
-		t.Errorf("Created lost: %v", got.Status.Conditions)
-	}
-	if len(got.Status.JobsStatus) != 1 || got.Status.JobsStatus[0].Active != 1 {
-		t.Errorf("jobsStatus %+v, want the Job active", got.Status.JobsStatus)
-	}
-
-	// Once the cache shows the last write, nothing of it is kept.
-	if n := f.r.writes.len(); n != 1 {
-		t.Errorf("writes remembered before the cache caught up: %d, want 1", n)
-	}
-	if !f.r.writes.observer().Update(event.UpdateEvent{ObjectOld: before, ObjectNew: got}) {
-		t.Error("the observer filtered an update out")
-	}
-	if n := f.r.writes.len(); n != 0 {
-		t.Errorf("writes remembered after the cache caught up: %d, want 0", n)
 	}
 }

@@ -17,9 +17,17 @@ limitations under the License.
 package trainjob
 
 import (
+	"context"
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
 	utiltesting "github.com/trainjob-operator/trainjob-operator/internal/util/testing"
 )
 
@@ -78,5 +86,71 @@ func TestStatusWritesExpire(t *testing.T) {
 	}
 	if got := w.latest(behind, now.Add(20*time.Second+rememberFor)); got != behind || w.len() != 0 {
 		t.Errorf("after the last write expired: got version %s, %d remembered; want the cache's copy and none", got.ResourceVersion, w.len())
+	}
+}
+
+// A reconcile that runs before the watch brings the controller's own status
+// write decides on what it wrote, not on the cache's older copy: its write
+// is not refused as a conflict, and the TrainJob does not wait for a retry.
+func TestReconcileFollowsItsOwnWrite(t *testing.T) {
+	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").Obj()
+	var stale *trainer.TrainJob // what a cache behind the writes holds
+	conflicts := 0
+	f := newFixture(t, &interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if got, ok := obj.(*trainer.TrainJob); ok && stale != nil {
+				stale.DeepCopyInto(got)
+				return nil
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			err := c.SubResource(sub).Update(ctx, obj, opts...)
+			if apierrors.IsConflict(err) {
+				conflicts++
+			}
+			return err
+		},
+	}, tj, utiltesting.MakeRuntimeSpec().ClusterRuntime("torch-distributed"))
+
+	before := f.trainJob(t, "tj")
+	if err := f.reconcile(t, "tj"); err != nil { // creates the Job, stores Created
+		t.Fatalf("Reconcile: %v", err)
+	}
+	// The Job starts; the cache has not seen the Created write yet.
+	jobs := f.jobs(t)
+	if len(jobs) != 1 {
+		t.Fatalf("%d Jobs, want 1", len(jobs))
+	}
+	jobs[0].Status.Active = 1
+	if err := f.client.Status().Update(context.Background(), &jobs[0]); err != nil {
+		t.Fatal(err)
+	}
+	stale = before
+	res, err := f.reconcileResult(t, "tj")
+	if err != nil {
+		t.Fatalf("Reconcile: %v", err)
+	}
+	stale = nil
+	if conflicts != 0 || res.RequeueAfter == conflictRetry {
+		t.Errorf("%d conflicting status writes (result %+v), want none: the reconcile decided on the cache's copy", conflicts, res)
+	}
+	got := f.trainJob(t, "tj")
+	if !meta.IsStatusConditionTrue(got.Status.Conditions, trainer.TrainJobCreated) {
+		t.Errorf("Created lost: %v", got.Status.Conditions)
+	}
+	if len(got.Status.JobsStatus) != 1 || got.Status.JobsStatus[0].Active != 1 {
+		t.Errorf("jobsStatus %+v, want the Job active", got.Status.JobsStatus)
+	}
+
+	// Once the cache shows the last write, nothing of it is kept.
+	if n := f.r.writes.len(); n != 1 {
+		t.Errorf("writes remembered before the cache caught up: %d, want 1", n)
+	}
+	if !f.r.writes.observer().Update(event.UpdateEvent{ObjectOld: before, ObjectNew: got}) {
+		t.Error("the observer filtered an update out")
+	}
+	if n := f.r.writes.len(); n != 0 {
+		t.Errorf("writes remembered after the cache caught up: %d, want 0", n)
 	}
 }
