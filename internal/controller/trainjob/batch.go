@@ -20,6 +20,7 @@ import (
 	"context"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -46,25 +47,28 @@ const childBatchPeriod = time.Second
 // earlier TrainJob's, orphaned) may be what holds that TrainJob's child
 // name: its deletion frees the name. On a priority queue, the changes seen
 // in the initial list and resyncs keep their low priority.
-func enqueueOwnerBatched(period time.Duration) handler.EventHandler {
-	add := func(q workqueue.TypedRateLimitingInterface[reconcile.Request], objs ...client.Object) {
-		for _, o := range objs {
-			for _, req := range requestsFor(o) {
+func enqueueOwnerBatched(period time.Duration) handler.TypedEventHandler[*batchv1.Job, reconcile.Request] {
+	add := func(q workqueue.TypedRateLimitingInterface[reconcile.Request], jobs ...*batchv1.Job) {
+		for _, job := range jobs {
+			if job == nil {
+				continue
+			}
+			for _, req := range requestsFor(job) {
 				q.AddAfter(req, period)
 			}
 		}
 	}
-	return handler.Funcs{
-		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	return handler.TypedFuncs[*batchv1.Job, reconcile.Request]{
+		CreateFunc: func(_ context.Context, e event.TypedCreateEvent[*batchv1.Job], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			add(q, e.Object)
 		},
-		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[*batchv1.Job], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			add(q, e.ObjectOld, e.ObjectNew)
 		},
-		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		DeleteFunc: func(_ context.Context, e event.TypedDeleteEvent[*batchv1.Job], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			add(q, e.Object)
 		},
-		GenericFunc: func(_ context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		GenericFunc: func(_ context.Context, e event.TypedGenericEvent[*batchv1.Job], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			add(q, e.Object)
 		},
 	}
@@ -73,9 +77,6 @@ func enqueueOwnerBatched(period time.Duration) handler.EventHandler {
 // requestsFor are the requests of the TrainJob that controls o, if one
 // does, and of the TrainJob o is labelled for, if another.
 func requestsFor(o client.Object) []reconcile.Request {
-	if o == nil {
-		return nil
-	}
 	var reqs []reconcile.Request
 	owner, owned := ownerRequest(o)
 	if owned {

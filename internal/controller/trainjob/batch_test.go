@@ -56,29 +56,29 @@ func TestChildJobEventsWaitTheBatchPeriod(t *testing.T) {
 		"a TrainJob's Job changes": {
 			send: func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 				j := owned("trainer.kubeflow.org/v1alpha1", "TrainJob", "tj", true)
-				enqueueOwnerBatched(time.Second).Update(ctx, event.UpdateEvent{ObjectOld: j, ObjectNew: j}, q)
+				enqueueOwnerBatched(time.Second).Update(ctx, event.TypedUpdateEvent[*batchv1.Job]{ObjectOld: j, ObjectNew: j}, q)
 			},
 			want: map[reconcile.Request]time.Duration{tj("tj"): time.Second},
 		},
 		"a TrainJob's Job is created, then deleted": {
 			send: func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 				j := owned("trainer.kubeflow.org/v1alpha1", "TrainJob", "tj", true)
-				enqueueOwnerBatched(2*time.Second).Create(ctx, event.CreateEvent{Object: j}, q)
-				enqueueOwnerBatched(2*time.Second).Delete(ctx, event.DeleteEvent{Object: j}, q)
+				enqueueOwnerBatched(2*time.Second).Create(ctx, event.TypedCreateEvent[*batchv1.Job]{Object: j}, q)
+				enqueueOwnerBatched(2*time.Second).Delete(ctx, event.TypedDeleteEvent[*batchv1.Job]{Object: j}, q)
 			},
 			want: map[reconcile.Request]time.Duration{tj("tj"): 2 * time.Second},
 		},
 		"another controller's Job": {
 			send: func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 				j := owned("jobset.x-k8s.io/v1alpha2", "TrainJob", "js", true)
-				enqueueOwnerBatched(time.Second).Update(ctx, event.UpdateEvent{ObjectOld: j, ObjectNew: j}, q)
+				enqueueOwnerBatched(time.Second).Update(ctx, event.TypedUpdateEvent[*batchv1.Job]{ObjectOld: j, ObjectNew: j}, q)
 			},
 			want: map[reconcile.Request]time.Duration{},
 		},
 		"a Job a TrainJob owns without controlling it": {
 			send: func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 				j := owned("trainer.kubeflow.org/v1alpha1", "TrainJob", "tj", false)
-				enqueueOwnerBatched(time.Second).Generic(ctx, event.GenericEvent{Object: j}, q)
+				enqueueOwnerBatched(time.Second).Generic(ctx, event.TypedGenericEvent[*batchv1.Job]{Object: j}, q)
 			},
 			want: map[reconcile.Request]time.Duration{},
 		},

@@ -50,13 +50,8 @@ func statusOnly(old, cur client.Object) bool {
 // childJobUpdates drops updates of a child Job that leave what the
 // controller reads of it unchanged (the Job controller also writes
 // uncountedTerminatedPods, completedIndexes and more).
-var childJobUpdates = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-	old, okOld := e.ObjectOld.(*batchv1.Job)
-	cur, okCur := e.ObjectNew.(*batchv1.Job)
-	if !okOld || !okCur {
-		return true
-	}
-	return !equality.Semantic.DeepEqual(viewOf(old), viewOf(cur))
+var childJobUpdates = predicate.TypedFuncs[*batchv1.Job]{UpdateFunc: func(e event.TypedUpdateEvent[*batchv1.Job]) bool {
+	return !equality.Semantic.DeepEqual(viewOf(e.ObjectOld), viewOf(e.ObjectNew))
 }}
 
 // jobView is what the TrainJob controller reads of a child Job.

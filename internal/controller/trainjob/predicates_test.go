@@ -94,7 +94,7 @@ func TestChildJobUpdates(t *testing.T) {
 			} else {
 				tc.edit(cur)
 			}
-			if got := childJobUpdates.Update(event.UpdateEvent{ObjectOld: old, ObjectNew: cur}); got != tc.want {
+			if got := childJobUpdates.Update(event.TypedUpdateEvent[*batchv1.Job]{ObjectOld: old, ObjectNew: cur}); got != tc.want {
 				t.Errorf("reconcile = %t, want %t", got, tc.want)
 			}
 		})

@@ -42,6 +42,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
 	"github.com/trainjob-operator/trainjob-operator/internal/jobplan"
@@ -323,7 +324,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(&trainer.TrainJob{}, builder.WithPredicates(r.writes.observer(), trainJobUpdates)).
-		Watches(&batchv1.Job{}, enqueueOwnerBatched(childBatchPeriod), builder.WithPredicates(childJobUpdates)).
+		WatchesRawSource(source.Kind(mgr.GetCache(), &batchv1.Job{}, enqueueOwnerBatched(childBatchPeriod), childJobUpdates)).
 		Owns(&corev1.Service{}).
 		Watches(&trainer.ClusterTrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(r.waitingOn(trainer.ClusterTrainingRuntimeKind))).
 		Watches(&trainer.TrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(r.waitingOn(trainer.TrainingRuntimeKind))).
