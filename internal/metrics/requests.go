@@ -21,6 +21,8 @@ import (
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apiserver/pkg/endpoints/request"
 )
 
 // APIRequests counts the manager's requests to the API server by verb and
@@ -46,57 +48,27 @@ func (r roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	return r.next.RoundTrip(req)
 }
 
+// requestInfo parses request paths as the API server does for authorization.
+var requestInfo = &request.RequestInfoFactory{
+	APIPrefixes:          sets.NewString("api", "apis"),
+	GrouplessAPIPrefixes: sets.NewString("api"),
+}
+
 // RequestVerbResource names a request to the API server as RBAC does: the
 // verb, and the resource as group/resource[/subresource] ("" for the core
-// group). Paths that are not resources give resource "other".
+// group). Paths that are not resources give resource "other" and the
+// lowercase HTTP method as verb.
 func RequestVerbResource(req *http.Request) (verb, resource string) {
-	parts := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
-	var group string
-	switch {
-	case len(parts) >= 2 && parts[0] == "api":
-		parts = parts[2:] // api/v1
-	case len(parts) >= 3 && parts[0] == "apis":
-		group, parts = parts[1], parts[3:] // apis/<group>/<version>
-	default:
+	info, err := requestInfo.NewRequestInfo(req)
+	if err != nil || !info.IsResourceRequest || info.Resource == "" {
 		return strings.ToLower(req.Method), "other"
 	}
-	if len(parts) >= 2 && parts[0] == "namespaces" {
-		if len(parts) == 2 {
-			parts = []string{"namespaces", parts[1]} // the namespace object itself
-		} else {
-			parts = parts[2:]
-		}
+	resource = info.APIGroup + "/" + info.Resource
+	if info.Subresource != "" {
+		resource += "/" + info.Subresource
 	}
-	if len(parts) == 0 {
-		return strings.ToLower(req.Method), "other"
-	}
-	resource = group + "/" + parts[0]
-	named := len(parts) >= 2
-	if len(parts) >= 3 {
-		resource += "/" + parts[2]
-	}
-	switch req.Method {
-	case http.MethodGet:
-		switch {
-		case req.URL.Query().Get("watch") == "true" || req.URL.Query().Get("watch") == "1":
-			verb = "watch"
-		case named:
-			verb = "get"
-		default:
-			verb = "list"
-		}
-	case http.MethodPost:
-		verb = "create"
-	case http.MethodPut:
-		verb = "update"
-	case http.MethodPatch:
-		verb = "patch"
-	case http.MethodDelete:
-		verb = "delete"
-		if !named {
-			verb = "deletecollection"
-		}
-	default:
+	verb = info.Verb
+	if verb == "" { // a method RBAC has no verb for
 		verb = strings.ToLower(req.Method)
 	}
 	return verb, resource

@@ -39,6 +39,16 @@ func TestRequestVerbResource(t *testing.T) {
 		{"POST", "/apis/authentication.k8s.io/v1/tokenreviews", "create", "authentication.k8s.io/tokenreviews"},
 		{"GET", "/version", "get", "other"},
 		{"GET", "/api", "get", "other"},
+		{"GET", "/api/v1", "get", "other"},
+		{"GET", "/apis/batch/v1", "get", "other"},
+		{"GET", "/api/v1/namespaces", "list", "/namespaces"},
+		{"GET", "/api/v1/pods?watch=1", "watch", "/pods"},
+		{"GET", "/api/v1/pods?watch=false", "list", "/pods"},
+		{"GET", "/api/v1/namespaces/ns/pods?fieldSelector=metadata.name%3Dp", "list", "/pods"},
+		{"PUT", "/api/v1/namespaces/ns/finalize", "update", "/namespaces/finalize"},
+		{"GET", "/api/v1/watch/namespaces/ns/pods", "watch", "/pods"},
+		{"GET", "/api/v1/namespaces/ns/pods/p/log", "get", "/pods/log"},
+		{"OPTIONS", "/api/v1/namespaces/ns/pods", "options", "/pods"},
 	} {
 		u, err := url.Parse(tc.url)
 		if err != nil {
