@@ -24,19 +24,23 @@ import (
 	"context"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	configv1alpha1 "github.com/trainjob-operator/trainjob-operator/api/config/v1alpha1"
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
@@ -207,23 +211,47 @@ func (r *Reconciler) deleteIfExpired(ctx context.Context, key types.NamespacedNa
 	return nil, ctrl.Result{}, nil
 }
 
-// SetupWithManager registers the controller with mgr.
+// SetupWithManager registers the controller with mgr. Its watch of
+// TrainJobs is typed, so its predicate reads TrainJobs with no type
+// assertion; the builder takes a typed watch through WatchesRawSource
+// rather than For, so the controller's logger is given the keys For would
+// have added (logConstructor).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
-		For(&trainer.TrainJob{}).
-		WithEventFilter(predicate.Funcs{UpdateFunc: r.mayExpire}).
-		WithOptions(controller.Options{MaxConcurrentReconciles: r.workers}).
+		WatchesRawSource(source.Kind(mgr.GetCache(), &trainer.TrainJob{},
+			&handler.TypedEnqueueRequestForObject[*trainer.TrainJob]{}, r.eventFilter())).
+		WithOptions(controller.Options{
+			MaxConcurrentReconciles: r.workers,
+			LogConstructor:          logConstructor(mgr.GetLogger()),
+		}).
 		Complete(r)
+}
+
+// logConstructor returns the loggers of the controller's reconciles with
+// the keys controller-runtime's builder gives the controller of a For
+// type: the controller, the TrainJob kind and group, and the TrainJob
+// reconciled (a reference, and its namespace and name).
+func logConstructor(log logr.Logger) func(*reconcile.Request) logr.Logger {
+	log = log.WithValues("controller", ControllerName,
+		"controllerGroup", trainer.GroupVersion.Group, "controllerKind", "TrainJob")
+	return func(req *reconcile.Request) logr.Logger {
+		if req == nil {
+			return log
+		}
+		return log.WithValues("TrainJob", klog.KRef(req.Namespace, req.Name),
+			"namespace", req.Namespace, "name", req.Name)
+	}
+}
+
+// eventFilter lets every TrainJob event through but the updates mayExpire
+// turns away.
+func (r *Reconciler) eventFilter() predicate.TypedPredicate[*trainer.TrainJob] {
+	return predicate.TypedFuncs[*trainer.TrainJob]{UpdateFunc: r.mayExpire}
 }
 
 // mayExpire lets through the updates of TrainJobs that have, or had, an
 // expiry: the others have nothing for this controller to do.
-func (r *Reconciler) mayExpire(e event.UpdateEvent) bool {
-	oldTJ, okOld := e.ObjectOld.(*trainer.TrainJob)
-	newTJ, okNew := e.ObjectNew.(*trainer.TrainJob)
-	if !okOld || !okNew {
-		return true
-	}
-	return r.expiry(oldTJ) != nil || r.expiry(newTJ) != nil
+func (r *Reconciler) mayExpire(e event.TypedUpdateEvent[*trainer.TrainJob]) bool {
+	return r.expiry(e.ObjectOld) != nil || r.expiry(e.ObjectNew) != nil
 }
