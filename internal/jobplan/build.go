@@ -102,10 +102,15 @@ const (
 	lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
 )
 
-// Build returns the children of trainJob on rt. It does not look at the
-// cluster: the same inputs always give the same Plan.
+// Build returns the children of trainJob on rt, with the TrainJob's
+// runtimePatches applied to rt first. It does not look at the cluster: the
+// same inputs always give the same Plan.
 func Build(trainJob *trainer.TrainJob, rt Runtime) (*Plan, error) {
-	var errs field.ErrorList
+	spec, errs := patchedSpec(rt.Spec, trainJob.Spec.RuntimePatches)
+	if len(errs) > 0 {
+		return nil, &Error{Errs: errs}
+	}
+	rt.Spec = spec
 	rtPath := field.NewPath("runtime").Key(rt.Kind + "/" + rt.Name).Child("spec")
 	rjobsPath := rtPath.Child("template", "spec", "replicatedJobs")
 	trainerPath := field.NewPath("spec", "trainer")
@@ -157,7 +162,7 @@ func Build(trainJob *trainer.TrainJob, rt Runtime) (*Plan, error) {
 			}
 			if isTrainer {
 				in.Trainer, in.Path = job, rjobsPath.Index(i)
-				in.Container, in.RuntimeEnv = trainerContainer(job)
+				in.Container = trainerContainer(job)
 				overrideErrs := applyOverrides(in, policy)
 				trainerReady = len(overrideErrs) == 0 && (in.Container != nil || !policy.SetsUpTrainer())
 				errs = append(errs, overrideErrs...)

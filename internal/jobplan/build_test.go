@@ -25,7 +25,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
@@ -95,15 +94,15 @@ func TestBuildTorchJob(t *testing.T) {
 						Name:    "node",
 						Image:   "registry.example/node:1",
 						Command: []string{"torchrun", "train.py"},
-						Ports:   []corev1.ContainerPort{{ContainerPort: 29400, Protocol: corev1.ProtocolTCP}},
+						Ports:   []corev1.ContainerPort{{ContainerPort: 29500, Protocol: corev1.ProtocolTCP}},
 						Env: []corev1.EnvVar{
 							{Name: "PET_NNODES", Value: "3"},
-							{Name: "PET_NPROC_PER_NODE", Value: "auto"},
+							{Name: "PET_NPROC_PER_NODE", Value: "1"},
 							{Name: "PET_NODE_RANK", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{
 								FieldPath: "metadata.annotations['batch.kubernetes.io/job-completion-index']",
 							}}},
 							{Name: "PET_MASTER_ADDR", Value: "mnist-node-0-0.mnist"},
-							{Name: "PET_MASTER_PORT", Value: "29400"},
+							{Name: "PET_MASTER_PORT", Value: "29500"},
 						},
 					}},
 				},
@@ -254,13 +253,17 @@ func TestBuildTrainerOverrides(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Build: %v", err)
 	}
+	// resourcesPerNode merges into the runtime's resources, resource by
+	// resource, as in Kubeflow Trainer v2.3.
 	want := []corev1.Container{{
-		Name:      "node",
-		Image:     "user-image",
-		Command:   []string{"torchrun"},
-		Args:      []string{"train.py", "--lr=0.1"},
-		Env:       []corev1.EnvVar{{Name: "A", Value: "runtime"}, {Name: "B", Value: "user"}, {Name: "C", Value: "user"}},
-		Resources: res,
+		Name:    "node",
+		Image:   "user-image",
+		Command: []string{"torchrun"},
+		Args:    []string{"train.py", "--lr=0.1"},
+		Env:     []corev1.EnvVar{{Name: "A", Value: "runtime"}, {Name: "B", Value: "user"}, {Name: "C", Value: "user"}},
+		Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{
+			corev1.ResourceCPU: resource.MustParse("1"), "nvidia.com/gpu": resource.MustParse("2"),
+		}},
 	}, {Name: "sidecar", Image: "sidecar-image"}}
 	if diff := cmp.Diff(want, plan.Jobs[0].Spec.Template.Spec.Containers); diff != "" {
 		t.Errorf("containers (-want +got):\n%s", diff)
@@ -301,48 +304,6 @@ func TestBuildMetadata(t *testing.T) {
 	}
 	if diff := cmp.Diff(wantPodLabels, job.Spec.Template.Labels); diff != "" {
 		t.Errorf("Pod labels (-want +got):\n%s", diff)
-	}
-}
-
-func TestNumProcPerNode(t *testing.T) {
-	gpus := corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("4"), corev1.ResourceCPU: resource.MustParse("16")}}
-	cpus := corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3500m")}}
-	smallCPU := corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")}}
-	cases := map[string]struct {
-		runtime   *intstr.IntOrString
-		trainJob  *intstr.IntOrString
-		resources corev1.ResourceRequirements
-		want      string
-	}{
-		"default auto without resources":        {want: "auto"},
-		"auto with GPUs is the GPU count":       {runtime: ptr.To(intstr.FromString("auto")), resources: gpus, want: "4"},
-		"auto with CPUs is the whole CPU count": {runtime: ptr.To(intstr.FromString("auto")), resources: cpus, want: "3"},
-		"cpu with less than one CPU is 1":       {runtime: ptr.To(intstr.FromString("cpu")), resources: smallCPU, want: "1"},
-		"cpu ignores GPUs":                      {runtime: ptr.To(intstr.FromString("cpu")), resources: gpus, want: "16"},
-		"gpu without GPUs is passed on":         {runtime: ptr.To(intstr.FromString("gpu")), resources: cpus, want: "gpu"},
-		"an integer from the runtime":           {runtime: ptr.To(intstr.FromInt32(8)), resources: gpus, want: "8"},
-		"the TrainJob wins over the runtime":    {runtime: ptr.To(intstr.FromInt32(8)), trainJob: ptr.To(intstr.FromInt32(2)), want: "2"},
-		"the TrainJob's word is resolved too":   {runtime: ptr.To(intstr.FromInt32(8)), trainJob: ptr.To(intstr.FromString("gpu")), resources: gpus, want: "4"},
-		"an integer written as a string":        {runtime: ptr.To(intstr.FromString("6")), want: "6"},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			spec := utiltesting.MakeRuntimeSpec().Torch()
-			if tc.runtime != nil {
-				spec.NumProcPerNode(*tc.runtime)
-			}
-			w := utiltesting.MakeTrainJob("a", "ns").Resources(tc.resources)
-			if tc.trainJob != nil {
-				w.NumProcPerNode(*tc.trainJob)
-			}
-			plan, err := Build(w.Obj(), clusterRuntime(spec))
-			if err != nil {
-				t.Fatalf("Build: %v", err)
-			}
-			if got := envValue(plan.Jobs[0], EnvNumProcPerNode); got != tc.want {
-				t.Errorf("PET_NPROC_PER_NODE = %q, want %q", got, tc.want)
-			}
-		})
 	}
 }
 
@@ -396,12 +357,6 @@ func TestBuildErrors(t *testing.T) {
 			trainJob: utiltesting.MakeTrainJob("a", "ns").Env("OK", "1").Env("PET_NNODES", "9").Obj(),
 			spec:     utiltesting.MakeRuntimeSpec().Torch(),
 			wantErrs: []string{"spec.trainer.env[1].name", "PET_NNODES is set by the torch runtime"},
-		},
-		"reserved env in the runtime": {
-			trainJob: utiltesting.MakeTrainJob("a", "ns").Obj(),
-			spec: utiltesting.MakeRuntimeSpec().Torch().ReplicatedJobs(utiltesting.MakeReplicatedJob("node").Trainer().
-				Containers(corev1.Container{Name: "node", Env: []corev1.EnvVar{{Name: "PET_MASTER_PORT", Value: "1"}}}).Obj()),
-			wantErrs: []string{"containers[0].env[0].name", "must not set it"},
 		},
 		"reserved env, and another step's name too long: both reported": {
 			trainJob: utiltesting.MakeTrainJob(strings.Repeat("a", 40), "ns").Env("PET_NNODES", "9").Obj(),

@@ -56,9 +56,6 @@ type PolicyInput struct {
 	// Container is the trainer container of Trainer, with the TrainJob's
 	// trainer overrides applied; nil if it has none.
 	Container *corev1.Container
-	// RuntimeEnv is Container's environment as the runtime sets it, before
-	// the TrainJob's overrides.
-	RuntimeEnv []corev1.EnvVar
 	// Path is the trainer step's replicated Job in the runtime (the list of
 	// replicated Jobs if there is no trainer step), for errors.
 	Path *field.Path

@@ -18,8 +18,10 @@ package jobplan
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -37,8 +39,9 @@ const (
 	EnvMasterAddr     = "PET_MASTER_ADDR"
 	EnvMasterPort     = "PET_MASTER_PORT"
 
-	// TorchMasterPort is the rendezvous port of node 0, as in Kubeflow.
-	TorchMasterPort int32 = 29400
+	// TorchMasterPort is the rendezvous port of node 0, and the trainer
+	// container's port, as in Kubeflow Trainer.
+	TorchMasterPort int32 = 29500
 
 	// completionIndexAnnotation holds a Pod's index in its Indexed Job.
 	completionIndexAnnotation = "batch.kubernetes.io/job-completion-index"
@@ -46,11 +49,14 @@ const (
 
 var torchEnvNames = []string{EnvNumNodes, EnvNumProcPerNode, EnvNodeRank, EnvMasterAddr, EnvMasterPort}
 
-// torchPolicy is PyTorch distributed training (mlPolicy.torch): the trainer
-// container gets the PET_* environment torchrun reads — the number of
-// nodes and of processes per node, the node's rank (its completion index)
-// and the address and port of node 0 — and the rendezvous port. Neither
-// the runtime nor the TrainJob may set those variables themselves.
+// torchPolicy is PyTorch distributed training (mlPolicy.torch), as Kubeflow
+// Trainer v2.3 runs it. When the TrainJob sets spec.trainer, the trainer
+// container gets the PET_* environment torchrun reads — the number of nodes
+// and of processes per node, the node's rank (its completion index) and the
+// address and port of node 0 — replacing any the runtime sets, and the
+// rendezvous port. The containers envInjection names get the same
+// environment whether or not spec.trainer is set. The TrainJob may not set
+// those variables itself.
 type torchPolicy struct{}
 
 func (torchPolicy) Name() string { return "torch" }
@@ -61,8 +67,8 @@ func (torchPolicy) Selected(spec *trainer.TrainingRuntimeSpec) bool {
 
 func (torchPolicy) SetsUpTrainer() bool { return true }
 
-func (torchPolicy) Apply(in *PolicyInput, _ *Plan) field.ErrorList {
-	t, c, rt := in.TrainJob.Spec.Trainer, in.Container, in.Runtime
+func (torchPolicy) Apply(in *PolicyInput, plan *Plan) field.ErrorList {
+	t, rt := in.TrainJob.Spec.Trainer, in.Runtime
 	var errs field.ErrorList
 	if t != nil {
 		for i, e := range t.Env {
@@ -72,66 +78,127 @@ func (torchPolicy) Apply(in *PolicyInput, _ *Plan) field.ErrorList {
 			}
 		}
 	}
-	ci := slices.IndexFunc(in.Trainer.Spec.Template.Spec.Containers, func(c corev1.Container) bool { return c.Name == trainer.TrainerContainerName })
-	for i, e := range in.RuntimeEnv {
-		if slices.Contains(torchEnvNames, e.Name) && !setByTrainJob(t, e.Name) {
-			errs = append(errs, field.Forbidden(in.Path.Child("template", "spec", "template", "spec", "containers").Index(ci).Child("env").Index(i).Child("name"),
-				fmt.Sprintf("%s is set by the torch policy; runtime %s/%s must not set it", e.Name, rt.Kind, rt.Name)))
-		}
-	}
-	if len(errs) > 0 {
+	targets, targetErrs := envInjectionTargets(rt, plan)
+	if errs = append(errs, targetErrs...); len(errs) > 0 {
 		return errs
 	}
 
-	master := fmt.Sprintf("%s-0.%s", in.Trainer.Name, in.TrainJob.Name)
-	c.Env = append(c.Env,
-		corev1.EnvVar{Name: EnvNumNodes, Value: strconv.Itoa(int(in.NumNodes))},
-		corev1.EnvVar{Name: EnvNumProcPerNode, Value: numProcPerNode(in.TrainJob, rt.Spec, &c.Resources)},
-		corev1.EnvVar{Name: EnvNodeRank, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{
+	env := []corev1.EnvVar{
+		{Name: EnvNumNodes, Value: strconv.Itoa(int(in.NumNodes))},
+		{Name: EnvNumProcPerNode, Value: numProcPerNode(in.TrainJob, rt.Spec, in.Container)},
+		{Name: EnvNodeRank, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{
 			FieldPath: fmt.Sprintf("metadata.annotations['%s']", completionIndexAnnotation),
 		}}},
-		corev1.EnvVar{Name: EnvMasterAddr, Value: master},
-		corev1.EnvVar{Name: EnvMasterPort, Value: strconv.Itoa(int(TorchMasterPort))},
-	)
-	if !slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.ContainerPort == TorchMasterPort }) {
-		c.Ports = append(c.Ports, corev1.ContainerPort{ContainerPort: TorchMasterPort, Protocol: corev1.ProtocolTCP})
+		// Node 0 of the trainer step. Kubeflow writes <trainjob>-node-0-0
+		// whatever the trainer step is named; this is the same address
+		// for every runtime whose trainer step is named node, and the
+		// right one for the others.
+		{Name: EnvMasterAddr, Value: fmt.Sprintf("%s-0.%s", in.Trainer.Name, in.TrainJob.Name)},
+		{Name: EnvMasterPort, Value: strconv.Itoa(int(TorchMasterPort))},
+	}
+	if c := in.Container; t != nil && c != nil {
+		c.Env = mergeEnv(c.Env, env)
+		if !slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.ContainerPort == TorchMasterPort }) {
+			c.Ports = append(c.Ports, corev1.ContainerPort{ContainerPort: TorchMasterPort, Protocol: corev1.ProtocolTCP})
+		}
+	}
+	for _, c := range targets {
+		c.Env = mergeEnv(c.Env, env)
 	}
 	return nil
 }
 
-func setByTrainJob(t *trainer.Trainer, name string) bool {
-	return t != nil && slices.ContainsFunc(t.Env, func(e corev1.EnvVar) bool { return e.Name == name })
+// envInjectionTargets returns the containers of plan's Jobs that the torch
+// policy's envInjection names, and an error for each that none of the
+// replicated Job's Jobs has.
+func envInjectionTargets(rt Runtime, plan *Plan) ([]*corev1.Container, field.ErrorList) {
+	inj := rt.Spec.MLPolicy.Torch.EnvInjection
+	if inj == nil {
+		return nil, nil
+	}
+	path := field.NewPath("runtime").Key(rt.Kind+"/"+rt.Name).Child("spec", "mlPolicy", "torch", "envInjection", "targets")
+	var out []*corev1.Container
+	var errs field.ErrorList
+	for i, target := range inj.Targets {
+		for j, name := range target.ContainerNames {
+			found := false
+			for _, job := range plan.Jobs {
+				if job.Labels[trainer.ReplicatedJobNameLabel] != target.JobName {
+					continue
+				}
+				pod := &job.Spec.Template.Spec
+				for _, list := range [][]corev1.Container{pod.Containers, pod.InitContainers} {
+					if k := slices.IndexFunc(list, func(c corev1.Container) bool { return c.Name == name }); k >= 0 {
+						out, found = append(out, &list[k]), true
+					}
+				}
+			}
+			if !found {
+				errs = append(errs, field.NotFound(path.Index(i).Child("containerNames").Index(j),
+					fmt.Sprintf("container %q of replicated Job %q", name, target.JobName)))
+			}
+		}
+	}
+	return out, errs
 }
 
-// numProcPerNode is the PET_NPROC_PER_NODE value: the TrainJob's
-// numProcPerNode, else the runtime's, else auto. auto and gpu become the
-// number of GPUs of the trainer container when it asks for any; auto and cpu
-// become its whole CPUs (at least 1) when it sets a CPU limit or request.
-// Otherwise the word is passed on for torchrun to resolve.
-func numProcPerNode(trainJob *trainer.TrainJob, spec *trainer.TrainingRuntimeSpec, res *corev1.ResourceRequirements) string {
-	v := intstr.FromString("auto")
-	if spec.MLPolicy != nil && spec.MLPolicy.Torch != nil && spec.MLPolicy.Torch.NumProcPerNode != nil {
-		v = *spec.MLPolicy.Torch.NumProcPerNode
+// numProcPerNode is the PET_NPROC_PER_NODE value, as Kubeflow Trainer v2.3
+// decides it: the TrainJob's numProcPerNode; else, for runtimes of Kubeflow
+// v2.0 and v2.1, the runtime's; else auto. auto becomes the number of CPUs
+// of a trainer that asks for no GPU (its CPU request, else its CPU limit,
+// each rounded up; at least 1) and is left for torchrun to resolve to the
+// number of GPUs otherwise; cpu (v2.0 and v2.1) always becomes the number of
+// CPUs. The resources are the TrainJob's resourcesPerNode if it sets them,
+// else the trainer container's.
+func numProcPerNode(trainJob *trainer.TrainJob, spec *trainer.TrainingRuntimeSpec, c *corev1.Container) string {
+	t := trainJob.Spec.Trainer
+	if t != nil && t.NumProcPerNode != nil {
+		return strconv.Itoa(int(*t.NumProcPerNode))
 	}
-	if t := trainJob.Spec.Trainer; t != nil && t.NumProcPerNode != nil {
-		v = *t.NumProcPerNode
+	v := intstr.FromString("auto")
+	if p := spec.MLPolicy.Torch.NumProcPerNode; p != nil {
+		v = *p
 	}
 	if v.Type == intstr.Int {
 		return strconv.Itoa(v.IntValue())
 	}
-	word := v.StrVal
-	if n, err := strconv.Atoi(word); err == nil {
-		return strconv.Itoa(n)
+	var res corev1.ResourceRequirements
+	switch {
+	case t != nil && t.ResourcesPerNode != nil:
+		res = *t.ResourcesPerNode
+	case c != nil:
+		res = c.Resources
 	}
-	if word == "auto" || word == "gpu" {
-		if gpus := gpuCount(res); gpus > 0 {
-			return strconv.FormatInt(gpus, 10)
+	if v.StrVal == "cpu" || v.StrVal == "auto" && gpusPerNode(&res) == 0 {
+		return strconv.FormatInt(max(1, cpusPerNode(&res)), 10)
+	}
+	return v.StrVal
+}
+
+// gpusPerNode is the number of GPUs a trainer asks for, as Kubeflow Trainer
+// counts them: the first resource whose name contains "gpu" (in name order
+// here, where Kubeflow takes any), from the requests, else the limits.
+func gpusPerNode(res *corev1.ResourceRequirements) int64 {
+	for _, list := range []corev1.ResourceList{res.Requests, res.Limits} {
+		for _, name := range slices.Sorted(maps.Keys(list)) {
+			if strings.Contains(strings.ToLower(string(name)), "gpu") {
+				if q := list[name]; q.Value() > 0 {
+					return q.Value()
+				}
+			}
 		}
 	}
-	if word == "auto" || word == "cpu" {
-		if cpu, ok := quantity(res, corev1.ResourceCPU); ok {
-			return strconv.FormatInt(max(1, cpu.MilliValue()/1000), 10)
-		}
+	return 0
+}
+
+// cpusPerNode is a trainer's CPU request, else its CPU limit, rounded up to
+// whole CPUs; 0 if it sets neither.
+func cpusPerNode(res *corev1.ResourceRequirements) int64 {
+	if q, ok := res.Requests[corev1.ResourceCPU]; ok && !q.IsZero() {
+		return q.Value()
 	}
-	return word
+	if q, ok := res.Limits[corev1.ResourceCPU]; ok {
+		return q.Value()
+	}
+	return 0
 }

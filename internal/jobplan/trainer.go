@@ -19,25 +19,23 @@ package jobplan
 import (
 	"fmt"
 	"slices"
-	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
 )
 
-// trainerContainer returns the trainer container of job (named node), and
-// its environment as the runtime set it; nil if it has none.
-func trainerContainer(job *batchv1.Job) (*corev1.Container, []corev1.EnvVar) {
+// trainerContainer returns the trainer container of job (named node), nil
+// if it has none.
+func trainerContainer(job *batchv1.Job) *corev1.Container {
 	containers := job.Spec.Template.Spec.Containers
 	ci := slices.IndexFunc(containers, func(c corev1.Container) bool { return c.Name == trainer.TrainerContainerName })
 	if ci < 0 {
-		return nil, nil
+		return nil
 	}
-	return &containers[ci], slices.Clone(containers[ci].Env)
+	return &containers[ci]
 }
 
 // applyOverrides applies the TrainJob's trainer overrides (image, command,
@@ -66,7 +64,7 @@ func applyOverrides(in *PolicyInput, policy MLPolicy) field.ErrorList {
 		c.Args = slices.Clone(t.Args)
 	}
 	if t.ResourcesPerNode != nil {
-		c.Resources = *t.ResourcesPerNode.DeepCopy()
+		c.Resources = mergeResources(c.Resources, *t.ResourcesPerNode)
 	}
 	c.Env = mergeEnv(c.Env, t.Env)
 	return nil
@@ -86,28 +84,29 @@ func mergeEnv(base, overrides []corev1.EnvVar) []corev1.EnvVar {
 	return out
 }
 
-// gpuCount is the number of GPUs (any extended resource named <vendor>/gpu)
-// of a container, from its limits, else its requests.
-func gpuCount(res *corev1.ResourceRequirements) int64 {
-	for _, list := range []corev1.ResourceList{res.Limits, res.Requests} {
-		var n int64
-		for name, q := range list {
-			if strings.HasSuffix(string(name), "/gpu") {
-				n += q.Value()
+// mergeResources returns base with the TrainJob's resourcesPerNode merged
+// in, as Kubeflow Trainer v2.3 merges them: each limit and request the
+// TrainJob sets replaces the runtime's of the same resource, the others
+// stay; claims merge by name.
+func mergeResources(base, over corev1.ResourceRequirements) corev1.ResourceRequirements {
+	out := *base.DeepCopy()
+	for _, m := range []struct {
+		dst *corev1.ResourceList
+		src corev1.ResourceList
+	}{{&out.Limits, over.Limits}, {&out.Requests, over.Requests}} {
+		for name, q := range m.src {
+			if *m.dst == nil {
+				*m.dst = corev1.ResourceList{}
 			}
-		}
-		if n > 0 {
-			return n
+			(*m.dst)[name] = q.DeepCopy()
 		}
 	}
-	return 0
-}
-
-// quantity is a container's limit of a resource, else its request.
-func quantity(res *corev1.ResourceRequirements, name corev1.ResourceName) (resource.Quantity, bool) {
-	if q, ok := res.Limits[name]; ok {
-		return q, true
+	for _, claim := range over.Claims {
+		if i := slices.IndexFunc(out.Claims, func(c corev1.ResourceClaim) bool { return c.Name == claim.Name }); i >= 0 {
+			out.Claims[i] = claim
+		} else {
+			out.Claims = append(out.Claims, claim)
+		}
 	}
-	q, ok := res.Requests[name]
-	return q, ok
+	return out
 }

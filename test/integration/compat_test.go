@@ -137,9 +137,11 @@ func TestSchemaRejectsWhatItCannotRun(t *testing.T) {
 			manifest: trainJob("  initializer:\n    dataset:\n      storageUri: hf://tatsu-lab/alpaca\n"),
 			want:     []string{"spec.initializer", "not supported"},
 		},
-		"runtimePatches": {
-			manifest: trainJob("  runtimePatches:\n  - manager: me\n"),
-			want:     []string{"spec.runtimePatches", "not supported"},
+		"runtimePatches of a replicated Job the runtime lacks": {
+			manifest: trainJob("  runtimePatches:\n  - manager: example.com/me\n    trainingRuntimeSpec:\n      template:\n        spec:\n" +
+				"          replicatedJobs:\n          - name: launcher\n            template:\n              spec:\n                template:\n" +
+				"                  spec:\n                    nodeSelector:\n                      a: b\n"),
+			want: []string{"spec.runtimePatches[0].trainingRuntimeSpec.template.spec.replicatedJobs[0].name", `"launcher"`},
 		},
 		"podTemplateOverrides": {
 			manifest: trainJob("  podTemplateOverrides:\n  - targetJobs:\n    - name: node\n"),
@@ -255,8 +257,30 @@ func TestSchemaRefusesChangesItWouldIgnore(t *testing.T) {
 	plain.Spec.Labels = map[string]string{"team": "a"}
 	withTrainer := utiltesting.MakeTrainJob("with-trainer", ns).ManagedBy(lifecycle.MultiKueue).NumNodes(2)
 	withTrainer.Spec.Annotations = map[string]string{"note": "a"}
-	for _, tj := range []*trainer.TrainJob{plain.Obj(), withTrainer.Obj()} {
+	// queued waits suspended, as Kueue keeps a TrainJob until it admits
+	// it; stopping is suspended but its Jobs still have active Pods.
+	nodePatch := func(sa string, nodeSelector map[string]string) []trainer.RuntimePatch {
+		return []trainer.RuntimePatch{{Manager: trainer.KueueManager, TrainingRuntimeSpec: &trainer.TrainingRuntimeSpecPatch{
+			Template: &trainer.JobSetTemplatePatch{Spec: &trainer.JobSetSpecPatch{ReplicatedJobs: []trainer.ReplicatedJobPatch{{
+				Name: "node", Template: &trainer.JobTemplatePatch{Spec: &trainer.JobSpecPatch{Template: &trainer.PodTemplatePatch{
+					Spec: &trainer.PodSpecPatch{ServiceAccountName: ptr.To(sa), NodeSelector: nodeSelector},
+				}}},
+			}}}},
+		}}}
+	}
+	queued := utiltesting.MakeTrainJob("queued", ns).ManagedBy(lifecycle.MultiKueue).Suspend(true)
+	queued.Spec.RuntimePatches = nodePatch("trainer", nil)
+	stopping := utiltesting.MakeTrainJob("stopping", ns).ManagedBy(lifecycle.MultiKueue).Suspend(true)
+	for _, tj := range []*trainer.TrainJob{plain.Obj(), withTrainer.Obj(), queued.Obj(), stopping.Obj()} {
 		create(t, tj)
+	}
+	active, err := getTrainJob(ns, "stopping")
+	if err != nil {
+		t.Fatal(err)
+	}
+	active.Status.JobsStatus = []trainer.JobStatus{{Name: "node", Replicas: 1, Active: 1}}
+	if err := k8s.Status().Update(context.Background(), active); err != nil {
+		t.Fatalf("recording that stopping's Jobs are active: %v", err)
 	}
 	// plain finished; suspending it must be refused.
 	done, err := getTrainJob(ns, "plain")
@@ -320,6 +344,35 @@ func TestSchemaRefusesChangesItWouldIgnore(t *testing.T) {
 		"suspend a TrainJob that has not finished": {
 			name:   "with-trainer",
 			change: func(tj *trainer.TrainJob) { tj.Spec.Suspend = ptr.To(true) },
+		},
+		"patch a running TrainJob": {
+			name:   "with-trainer",
+			change: func(tj *trainer.TrainJob) { tj.Spec.RuntimePatches = nodePatch("trainer", nil) },
+			want:   []string{"spec.runtimePatches: Forbidden: runtimePatches can change only while the TrainJob is suspended"},
+		},
+		"patch and resume in one update, as Kueue admits": {
+			name: "queued",
+			change: func(tj *trainer.TrainJob) {
+				tj.Spec.RuntimePatches = nodePatch("trainer", map[string]string{"flavor": "spot"})
+				tj.Spec.Suspend = ptr.To(false)
+			},
+		},
+		"suspend and patch in one update": {
+			name: "with-trainer",
+			change: func(tj *trainer.TrainJob) {
+				tj.Spec.RuntimePatches = nodePatch("trainer", nil)
+				tj.Spec.Suspend = ptr.To(true)
+			},
+		},
+		"patch a suspended TrainJob whose Jobs still have active Pods": {
+			name:   "stopping",
+			change: func(tj *trainer.TrainJob) { tj.Spec.RuntimePatches = nodePatch("trainer", nil) },
+			want:   []string{"spec.runtimePatches: Forbidden: runtimePatches cannot change while Jobs of the TrainJob have active Pods"},
+		},
+		"change an immutable field of a patch": {
+			name:   "queued",
+			change: func(tj *trainer.TrainJob) { tj.Spec.RuntimePatches = nodePatch("other", nil) },
+			want:   []string{"serviceAccountName", "serviceAccountName is immutable"},
 		},
 	}
 	for name, tc := range cases {

@@ -143,10 +143,17 @@ type MLPolicy struct {
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.elasticPolicy)",fieldPath=".elasticPolicy",message="torch.elasticPolicy is not supported by trainjob-operator yet"
 type TorchMLPolicySource struct {
-	// numProcPerNode is the number of processes per node, passed to torchrun
-	// as PET_NPROC_PER_NODE: a positive integer, or auto, cpu or gpu.
-	// Defaults to auto.
-	// +kubebuilder:default="auto"
+	// envInjection gives the PET_* environment, and the address and port of
+	// node 0, to more containers than the trainer container node, which
+	// always has it: sidecars or init containers of the runtime's replicated
+	// Jobs.
+	// +optional
+	EnvInjection *EnvInjection `json:"envInjection,omitempty"`
+
+	// numProcPerNode is the number of processes per node of Kubeflow Trainer
+	// v2.0 and v2.1 runtimes, kept so that they apply unchanged: a positive
+	// integer, or auto, cpu or gpu. spec.trainer.numProcPerNode of a
+	// TrainJob overrides it. Runtimes of v2.2 and later leave it out.
 	// +kubebuilder:validation:XIntOrString
 	// +kubebuilder:validation:XValidation:rule="self > 0 || self in ['auto', 'cpu', 'gpu']",message="numProcPerNode must be a positive integer, auto, cpu or gpu"
 	// +optional
@@ -155,6 +162,36 @@ type TorchMLPolicySource struct {
 	// elasticPolicy is not supported yet.
 	// +optional
 	ElasticPolicy *runtime.RawExtension `json:"elasticPolicy,omitempty"`
+}
+
+// EnvInjection names the containers, besides the trainer container, that
+// get an ML policy's environment.
+type EnvInjection struct {
+	// targets are the containers, by replicated Job.
+	// +listType=map
+	// +listMapKey=jobName
+	// +kubebuilder:validation:MaxItems=16
+	// +optional
+	Targets []EnvInjectionTarget `json:"targets,omitempty"`
+}
+
+// EnvInjectionTarget names containers of one replicated Job.
+type EnvInjectionTarget struct {
+	// jobName is the name of the replicated Job.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	JobName string `json:"jobName"`
+
+	// containerNames are containers or init containers of the replicated
+	// Job.
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="!self.exists(c, c == 'node')",message="containerNames must not include the main node container because PET_* envs are always injected into it"
+	// +required
+	ContainerNames []string `json:"containerNames"`
 }
 
 // JobSetTemplateSpec is the template of the Jobs of a TrainJob.

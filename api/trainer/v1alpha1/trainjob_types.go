@@ -20,7 +20,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 const (
@@ -111,6 +110,7 @@ const (
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a lowercase RFC 1035 label: start with a letter, then letters, digits or '-'"
 // +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63",message="metadata.name must be no more than 63 characters"
+// +kubebuilder:validation:XValidation:rule="!has(self.spec) || !has(oldSelf.spec) || !has(oldSelf.status) || !has(oldSelf.status.jobsStatus) || oldSelf.status.jobsStatus.all(j, j.active == 0) || (has(self.spec.runtimePatches) ? self.spec.runtimePatches : []) == (has(oldSelf.spec.runtimePatches) ? oldSelf.spec.runtimePatches : [])",fieldPath=".spec.runtimePatches",reason=FieldValueForbidden,message="runtimePatches cannot change while Jobs of the TrainJob have active Pods: suspend it and wait for its Pods to stop"
 // +kubebuilder:validation:XValidation:rule="!has(self.spec) || !has(self.spec.suspend) || !self.spec.suspend || (has(oldSelf.spec) && has(oldSelf.spec.suspend) && oldSelf.spec.suspend) || !has(oldSelf.status) || !has(oldSelf.status.conditions) || !oldSelf.status.conditions.exists(c, c.type in ['Complete', 'Failed'] && c.status == 'True')",fieldPath=".spec.suspend",reason=FieldValueForbidden,message="the TrainJob finished (it is Complete or Failed); a finished TrainJob cannot be suspended"
 
 // TrainJob runs a distributed training job described by a training runtime.
@@ -139,7 +139,7 @@ type TrainJobList struct {
 // TrainJobSpec is the desired state of a TrainJob.
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.initializer)",fieldPath=".initializer",message="initializer is not supported by trainjob-operator yet: remove it and fetch the dataset and model from the trainer"
-// +kubebuilder:validation:XValidation:rule="!has(self.runtimePatches)",fieldPath=".runtimePatches",message="runtimePatches is not supported by trainjob-operator yet: put the changes in a TrainingRuntime of your own"
+// +kubebuilder:validation:XValidation:rule="(has(self.runtimePatches) ? self.runtimePatches : []) == (has(oldSelf.runtimePatches) ? oldSelf.runtimePatches : []) || (has(self.suspend) && self.suspend) || (has(oldSelf.suspend) && oldSelf.suspend)",fieldPath=".runtimePatches",reason=FieldValueForbidden,message="runtimePatches can change only while the TrainJob is suspended, before or after the change"
 // +kubebuilder:validation:XValidation:rule="!has(self.podTemplateOverrides)",fieldPath=".podTemplateOverrides",message="podTemplateOverrides is not supported by trainjob-operator yet: put the changes in a TrainingRuntime of your own"
 // +kubebuilder:validation:XValidation:rule="!has(self.podSpecOverrides)",fieldPath=".podSpecOverrides",message="podSpecOverrides is not supported by trainjob-operator yet: put the changes in a TrainingRuntime of your own"
 // +kubebuilder:validation:XValidation:rule="has(self.trainer) == has(oldSelf.trainer)",fieldPath=".trainer",message="trainer is immutable: it cannot be added or removed once the TrainJob exists"
@@ -208,10 +208,16 @@ type TrainJobSpec struct {
 	// +optional
 	Initializer *runtime.RawExtension `json:"initializer,omitempty"`
 
-	// runtimePatches is a Kubeflow Trainer field this controller does not
-	// support yet; a TrainJob that sets it is rejected.
+	// runtimePatches change the runtime's template for this TrainJob, each
+	// owned by a manager (Kueue writes the one of kueue.x-k8s.io/manager).
+	// They apply in order, before the trainer overrides. They can change
+	// only while the TrainJob is suspended (before or after the change) and
+	// none of its Jobs has active Pods; the Pods follow on the next resume.
+	// +listType=map
+	// +listMapKey=manager
+	// +kubebuilder:validation:MaxItems=16
 	// +optional
-	RuntimePatches []runtime.RawExtension `json:"runtimePatches,omitempty"`
+	RuntimePatches []RuntimePatch `json:"runtimePatches,omitempty"`
 
 	// podTemplateOverrides is a Kubeflow Trainer field this controller does
 	// not support yet; a TrainJob that sets it is rejected.
@@ -288,12 +294,13 @@ type Trainer struct {
 	// +optional
 	ResourcesPerNode *corev1.ResourceRequirements `json:"resourcesPerNode,omitempty"`
 
-	// numProcPerNode is the number of processes on every node: a positive
-	// integer, or auto, cpu or gpu. Defaults to the runtime's value.
-	// +kubebuilder:validation:XIntOrString
-	// +kubebuilder:validation:XValidation:rule="self > 0 || self in ['auto', 'cpu', 'gpu']",message="numProcPerNode must be a positive integer, auto, cpu or gpu"
+	// numProcPerNode is the number of processes on every node. Without it,
+	// the torch policy runs one process per GPU of the trainer container if
+	// it asks for GPUs (torchrun's auto), else one per CPU it requests (its
+	// limit if it requests none), at least one.
+	// +kubebuilder:validation:Minimum=1
 	// +optional
-	NumProcPerNode *intstr.IntOrString `json:"numProcPerNode,omitempty"`
+	NumProcPerNode *int32 `json:"numProcPerNode,omitempty"`
 }
 
 // TrainJobStatus is the observed state of a TrainJob.

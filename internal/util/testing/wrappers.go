@@ -135,7 +135,7 @@ func (w *TrainJobWrapper) NumNodes(n int32) *TrainJobWrapper {
 }
 
 // NumProcPerNode sets spec.trainer.numProcPerNode.
-func (w *TrainJobWrapper) NumProcPerNode(v intstr.IntOrString) *TrainJobWrapper {
+func (w *TrainJobWrapper) NumProcPerNode(v int32) *TrainJobWrapper {
 	w.trainer().NumProcPerNode = &v
 	return w
 }
@@ -210,7 +210,7 @@ func (w *RuntimeSpecWrapper) Obj() *trainer.TrainingRuntimeSpec { return &w.Trai
 
 // Torch sets the torch policy.
 func (w *RuntimeSpecWrapper) Torch() *RuntimeSpecWrapper {
-	w.mlPolicy().Torch = &trainer.TorchMLPolicySource{NumProcPerNode: ptr.To(intstr.FromString("auto"))}
+	w.mlPolicy().Torch = &trainer.TorchMLPolicySource{}
 	return w
 }
 
