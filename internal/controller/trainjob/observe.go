@@ -19,6 +19,7 @@ package trainjob
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -27,6 +28,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -58,8 +60,9 @@ type observed struct {
 	noService bool
 	// plan is the TrainJob's children as its runtime builds them now, and
 	// blocked, when plan is nil, the Created=False condition that says why
-	// there is none. Read only while the TrainJob's Jobs are not all
-	// created and it runs.
+	// there is none. Read only while the TrainJob runs and its Jobs are not
+	// all created, or some are to be resumed: they are resumed with the
+	// scheduling directives of the plan.
 	plan    *jobplan.Plan
 	blocked *metav1.Condition
 	// errs are the reads that failed. The decision is still made on what
@@ -97,7 +100,7 @@ func (r *Reconciler) observe(ctx context.Context, tj *trainer.TrainJob) (*observ
 	svc, err := r.getService(ctx, tj)
 	obs.service, obs.noService, obs.errs = svc, svc == nil && err == nil, append(obs.errs, err)
 	if finished, _ := lifecycle.IsFinished(tj); finished || tj.DeletionTimestamp != nil ||
-		meta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobCreated) {
+		meta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobCreated) && !resuming(tj, obs.children) {
 		return obs, nil
 	}
 	var planErr error
@@ -166,6 +169,18 @@ func (r *Reconciler) lookUpMissing(ctx context.Context, tj *trainer.TrainJob, ob
 		obs.vanished = append(obs.vanished, m)
 	}
 	return nil
+}
+
+// resuming reports whether a child of the unsuspended TrainJob is still
+// suspended.
+func resuming(tj *trainer.TrainJob, children []child) bool {
+	if ptr.Deref(tj.Spec.Suspend, false) {
+		return false
+	}
+	return slices.ContainsFunc(children, func(c child) bool {
+		o, _ := jobOutcome(c.job)
+		return o == running && c.job.DeletionTimestamp == nil && ptr.Deref(c.job.Spec.Suspend, false)
+	})
 }
 
 // getService reads the Service of the TrainJob's name from the cache.

@@ -20,18 +20,23 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
+	"github.com/trainjob-operator/trainjob-operator/internal/jobplan"
 )
 
 // Suspend and resume (KEP-2322, one level up):
@@ -52,18 +57,108 @@ import (
 //     is resumed.
 
 // followSuspend sets spec.suspend of every running child to the TrainJob's.
-func (r *Reconciler) followSuspend(ctx context.Context, tj *trainer.TrainJob, children []child) error {
+// A child is resumed with the scheduling directives plan gives its Pods
+// (their labels, annotations, node selector, node affinity, tolerations and
+// scheduling gates), which runtimePatches change while the TrainJob is
+// suspended: Kueue writes the flavor it admits the TrainJob on there.
+// Kubernetes lets them change only while the Job is suspended with no Pod
+// left, so a child still stopping is resumed later, when its change brings
+// the TrainJob back. plan is nil when the runtime could not be read: a
+// TrainJob without runtimePatches resumes as it is, one with them waits.
+func (r *Reconciler) followSuspend(ctx context.Context, tj *trainer.TrainJob, children []child, plan *jobplan.Plan) error {
 	want := ptr.Deref(tj.Spec.Suspend, false)
 	var errs []error
 	for _, c := range children {
-		if o, _ := jobOutcome(c.job); o != running || c.job.DeletionTimestamp != nil {
+		if o, _ := jobOutcome(c.job); o != running || c.job.DeletionTimestamp != nil || ptr.Deref(c.job.Spec.Suspend, false) == want {
 			continue
 		}
-		if ptr.Deref(c.job.Spec.Suspend, false) != want {
-			errs = append(errs, r.setJobSuspend(ctx, c.job, want))
+		if want {
+			errs = append(errs, r.setJobSuspend(ctx, c.job, true))
+			continue
+		}
+		desired := plannedJob(plan, c.job.Name)
+		switch {
+		case desired == nil && plan == nil && len(tj.Spec.RuntimePatches) > 0:
+			errs = append(errs, fmt.Errorf("resuming Job %s: its runtime could not be read, so its runtimePatches cannot be applied", klog.KObj(c.job)))
+		case desired == nil || sameDirectives(c.job, desired):
+			errs = append(errs, r.setJobSuspend(ctx, c.job, false))
+		case suspendedWithoutPods(c.job):
+			errs = append(errs, r.resumeWithDirectives(ctx, c.job, desired))
+		default:
+			ctrl.LoggerFrom(ctx).V(2).Info("Waiting for the Pods of a child Job to stop before giving it new scheduling directives", "job", klog.KObj(c.job))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// plannedJob is the Job of plan named name, nil if there is none.
+func plannedJob(plan *jobplan.Plan, name string) *batchv1.Job {
+	if plan == nil {
+		return nil
+	}
+	for _, job := range plan.Jobs {
+		if job.Name == name {
+			return job
+		}
+	}
+	return nil
+}
+
+// apiServerLabels are the labels the API server gives a Job's Pod template;
+// they are kept whatever the plan says.
+var apiServerLabels = []string{batchv1.ControllerUidLabel, batchv1.JobNameLabel, "controller-uid", "job-name"}
+
+// withDirectives returns a copy of job whose Pod template has the scheduling
+// directives of desired's.
+func withDirectives(job, desired *batchv1.Job) *batchv1.Job {
+	out := job.DeepCopy()
+	pod, want := &out.Spec.Template, &desired.Spec.Template
+	labels := maps.Clone(want.Labels)
+	for _, k := range apiServerLabels {
+		if v, ok := pod.Labels[k]; ok {
+			if labels == nil {
+				labels = map[string]string{}
+			}
+			labels[k] = v
+		}
+	}
+	pod.Labels, pod.Annotations = labels, maps.Clone(want.Annotations)
+	pod.Spec.NodeSelector = maps.Clone(want.Spec.NodeSelector)
+	pod.Spec.Tolerations = slices.Clone(want.Spec.Tolerations)
+	pod.Spec.SchedulingGates = slices.Clone(want.Spec.SchedulingGates)
+	var nodeAffinity *corev1.NodeAffinity
+	if want.Spec.Affinity != nil {
+		nodeAffinity = want.Spec.Affinity.NodeAffinity.DeepCopy()
+	}
+	switch {
+	case pod.Spec.Affinity != nil:
+		pod.Spec.Affinity.NodeAffinity = nodeAffinity
+		if *pod.Spec.Affinity == (corev1.Affinity{}) {
+			pod.Spec.Affinity = nil
+		}
+	case nodeAffinity != nil:
+		pod.Spec.Affinity = &corev1.Affinity{NodeAffinity: nodeAffinity}
+	}
+	return out
+}
+
+// sameDirectives reports whether job's Pods already have the scheduling
+// directives of desired's.
+func sameDirectives(job, desired *batchv1.Job) bool {
+	return equality.Semantic.DeepEqual(job.Spec.Template, withDirectives(job, desired).Spec.Template)
+}
+
+// resumeWithDirectives resumes a suspended child Job with the scheduling
+// directives of desired, in one patch.
+func (r *Reconciler) resumeWithDirectives(ctx context.Context, job, desired *batchv1.Job) error {
+	next := withDirectives(job, desired)
+	next.Spec.Suspend = ptr.To(false)
+	if err := r.client.Patch(ctx, next, client.MergeFrom(job)); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("resuming Job %s with new scheduling directives: %w", klog.KObj(job), err)
+	}
+	*job = *next
+	ctrl.LoggerFrom(ctx).V(2).Info("Resumed a child Job with new scheduling directives", "job", klog.KObj(job))
+	return nil
 }
 
 // setJobSuspend sets spec.suspend of a child Job.

@@ -19,11 +19,13 @@ package trainjob
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -146,4 +148,71 @@ func TestResumedJobNotTakenForPodless(t *testing.T) {
 	if c := meta.FindStatusCondition(f.trainJob(t, "tj").Status.Conditions, trainer.TrainJobSuspended); c == nil || c.Status != metav1.ConditionFalse {
 		t.Errorf("Suspended = %+v, want False until the Job controller reports the Job suspended", c)
 	}
+}
+
+// A TrainJob admitted by Kueue resumes with the flavor Kueue patched in: its
+// children, created suspended before the patch, get the patch's scheduling
+// directives in the patch that resumes them; a child whose Pods have not
+// stopped yet waits, and without its runtime a patched TrainJob does not
+// resume at all.
+func TestResumeAppliesRuntimePatches(t *testing.T) {
+	twoWorkers := utiltesting.MakeRuntimeSpec().ReplicatedJobs(utiltesting.MakeReplicatedJob("worker").Replicas(2).Obj())
+	flavor := trainer.RuntimePatch{Manager: trainer.KueueManager, TrainingRuntimeSpec: &trainer.TrainingRuntimeSpecPatch{
+		Template: &trainer.JobSetTemplatePatch{Spec: &trainer.JobSetSpecPatch{ReplicatedJobs: []trainer.ReplicatedJobPatch{{
+			Name: "worker", Template: &trainer.JobTemplatePatch{Spec: &trainer.JobSpecPatch{Template: &trainer.PodTemplatePatch{
+				Metadata: &trainer.PatchMetadata{Labels: map[string]string{"kueue.x-k8s.io/podset": "worker"}},
+				Spec: &trainer.PodSpecPatch{
+					NodeSelector: map[string]string{"flavor": "spot"},
+					Tolerations:  []corev1.Toleration{{Key: "spot", Operator: corev1.TolerationOpExists}},
+				},
+			}}},
+		}}}},
+	}}
+	queued := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").RuntimeRef(trainer.ClusterTrainingRuntimeKind, "torch-distributed").
+		Suspend(true).Condition(createdCond(2, earlier)).JobsStatus(trainer.JobStatus{Name: "worker", Replicas: 2})
+	queued.Spec.RuntimePatches = []trainer.RuntimePatch{{Manager: trainer.KueueManager}}
+	admitted := queued.Clone().Suspend(false).Obj()
+	admitted.Spec.RuntimePatches = []trainer.RuntimePatch{flavor}
+	// Created while queued; tj-worker-1 ran before a preemption and its
+	// Pod is still stopping.
+	stopped := childJob(t, queued.Obj(), twoWorkers, 0)
+	stopped.Generation = 1
+	stopping := utiltesting.WrapJob(childJob(t, queued.Obj(), twoWorkers, 1)).Active(1).Obj()
+	stopping.Generation = 3
+	for _, j := range []*batchv1.Job{stopped, stopping} {
+		j.Spec.Template.Labels[batchv1.JobNameLabel] = j.Name // given by the API server
+	}
+
+	t.Run("with its runtime", func(t *testing.T) {
+		f := newFixture(t, nil, admitted.DeepCopy(), stopped.DeepCopy(), stopping.DeepCopy(), twoWorkers.ClusterRuntime("torch-distributed"))
+		if err := f.reconcile(t, "tj"); err != nil {
+			t.Fatalf("Reconcile: %v", err)
+		}
+		jobs := map[string]batchv1.Job{}
+		for _, j := range f.jobs(t) {
+			jobs[j.Name] = j
+		}
+		got := jobs["tj-worker-0"]
+		if ptr.Deref(got.Spec.Suspend, true) {
+			t.Errorf("tj-worker-0 is still suspended")
+		}
+		pod := got.Spec.Template
+		if !cmp.Equal(pod.Spec.NodeSelector, map[string]string{"flavor": "spot"}) || len(pod.Spec.Tolerations) != 1 ||
+			pod.Labels["kueue.x-k8s.io/podset"] != "worker" || pod.Labels[batchv1.JobNameLabel] != "tj-worker-0" {
+			t.Errorf("tj-worker-0 Pod template = labels %v, nodeSelector %v, tolerations %v; want the flavor's and the API server's label kept",
+				pod.Labels, pod.Spec.NodeSelector, pod.Spec.Tolerations)
+		}
+		if w := jobs["tj-worker-1"]; !ptr.Deref(w.Spec.Suspend, false) || w.Spec.Template.Spec.NodeSelector != nil {
+			t.Errorf("tj-worker-1, whose Pod still runs, was changed: suspend %v, nodeSelector %v", w.Spec.Suspend, w.Spec.Template.Spec.NodeSelector)
+		}
+	})
+	t.Run("without its runtime", func(t *testing.T) {
+		f := newFixture(t, nil, admitted.DeepCopy(), stopped.DeepCopy(), stopping.DeepCopy())
+		if err := f.reconcile(t, "tj"); err == nil || !strings.Contains(err.Error(), "its runtimePatches cannot be applied") {
+			t.Errorf("Reconcile error = %v, want the patches named", err)
+		}
+		if j := f.jobs(t)[0]; j.Name != "tj-worker-0" || !ptr.Deref(j.Spec.Suspend, false) {
+			t.Errorf("tj-worker-0 was resumed without its runtime patches")
+		}
+	})
 }

@@ -215,7 +215,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 	if d.running() {
 		r.create(ctx, tj, d.create)
-		errs = append(errs, r.followSuspend(ctx, tj, d.children))
+		errs = append(errs, r.followSuspend(ctx, tj, d.children, obs.plan))
 	}
 
 	errs = append(errs, d.settle(now))
