@@ -21,6 +21,8 @@ limitations under the License.
 package jobplan
 
 import (
+	"crypto/sha1"
+	"encoding/hex"
 	"fmt"
 	"maps"
 	"strconv"
@@ -147,7 +149,7 @@ func Build(trainJob *trainer.TrainJob, rt Runtime) (*Plan, error) {
 		isTrainer := i == trainerIdx
 		plan.Steps = append(plan.Steps, Step{Name: rjob.Name, Replicas: replicasOf(*rjob), Trainer: isTrainer})
 		for r := range replicasOf(*rjob) {
-			job := baseJob(trainJob, rt.Spec, rjob, r)
+			job := baseJob(trainJob, rt.Spec, i, r)
 			completions := ptr.Deref(job.Spec.Completions, 1)
 			if isTrainer {
 				completions = numNodes
@@ -223,19 +225,23 @@ func numNodes(trainJob *trainer.TrainJob, spec *trainer.TrainingRuntimeSpec) int
 	return DefaultNumNodes
 }
 
-// baseJob is the child Job of replica r of rjob, before the trainer
-// overrides: the runtime's template with the TrainJob's metadata, ownership,
-// tracking finalizer, Indexed completion and DNS settings.
-func baseJob(trainJob *trainer.TrainJob, spec *trainer.TrainingRuntimeSpec, rjob *trainer.ReplicatedJob, r int32) *batchv1.Job {
+// baseJob is the child Job of replica r of replicated Job i of the runtime,
+// before the trainer overrides: the runtime's template with the TrainJob's
+// metadata, JobSet's labels and annotations, ownership, tracking finalizer,
+// Indexed completion and DNS settings. The labels the controller finds its
+// children by, and JobSet's, win over those of the runtime and the TrainJob.
+func baseJob(trainJob *trainer.TrainJob, spec *trainer.TrainingRuntimeSpec, i int, r int32) *batchv1.Job {
+	rjob := &spec.Template.Spec.ReplicatedJobs[i]
 	tmpl := rjob.Template.DeepCopy()
 	ours := ChildLabels(trainJob.Name, rjob.Name, r)
+	jobSet := jobSetKeys(trainJob, spec.Template.Spec.ReplicatedJobs, i, r)
 
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            JobName(trainJob.Name, rjob.Name, r),
 			Namespace:       trainJob.Namespace,
-			Labels:          merge(spec.Template.Metadata.Labels, tmpl.Labels, trainJob.Spec.Labels, ours),
-			Annotations:     merge(spec.Template.Metadata.Annotations, tmpl.Annotations, trainJob.Spec.Annotations),
+			Labels:          merge(spec.Template.Metadata.Labels, tmpl.Labels, trainJob.Spec.Labels, jobSet, ours),
+			Annotations:     merge(spec.Template.Metadata.Annotations, tmpl.Annotations, trainJob.Spec.Annotations, jobSet),
 			OwnerReferences: []metav1.OwnerReference{ownerRef(trainJob)},
 			Finalizers:      []string{trainer.JobTrackingFinalizer},
 		},
@@ -245,8 +251,8 @@ func baseJob(trainJob *trainer.TrainJob, spec *trainer.TrainingRuntimeSpec, rjob
 	job.Spec.Suspend = ptr.To(ptr.Deref(trainJob.Spec.Suspend, false))
 
 	pod := &job.Spec.Template
-	pod.Labels = merge(pod.Labels, trainJob.Labels, ours, map[string]string{trainer.JobSetNameLabel: trainJob.Name})
-	pod.Annotations = merge(pod.Annotations, podAnnotations(trainJob.Annotations))
+	pod.Labels = merge(pod.Labels, trainJob.Labels, jobSet, ours)
+	pod.Annotations = merge(pod.Annotations, podAnnotations(trainJob.Annotations), jobSet)
 	pod.Spec.Subdomain = trainJob.Name
 	if pod.Spec.RestartPolicy == "" {
 		// A Job's Pods must not restart Always; the runtimes Kubeflow ships
@@ -255,6 +261,40 @@ func baseJob(trainJob *trainer.TrainJob, spec *trainer.TrainingRuntimeSpec, rjob
 		pod.Spec.RestartPolicy = corev1.RestartPolicyNever
 	}
 	return job
+}
+
+// jobSetKeys are the labels, and the same annotations, that JobSet v0.12.0
+// sets on the child Job for replica r of replicated Job i of rjobs and on its
+// Pod template (labelAndAnnotateObject in its controller), for a JobSet
+// named after the TrainJob. The TrainJob's UID stands for the JobSet's; the
+// restart attempt is always 0, as a TrainJob is never restarted; and every
+// replicated Job is in JobSet's default group, as groupName is not
+// supported, so the group counts are the global ones.
+func jobSetKeys(trainJob *trainer.TrainJob, rjobs []trainer.ReplicatedJob, i int, r int32) map[string]string {
+	global, before := 0, 0
+	for j := range rjobs {
+		if j < i {
+			before += int(replicasOf(rjobs[j]))
+		}
+		global += int(replicasOf(rjobs[j]))
+	}
+	rjob := &rjobs[i]
+	jobKey := sha1.Sum([]byte(trainJob.Namespace + "/" + JobName(trainJob.Name, rjob.Name, r)))
+	globalIndex := strconv.Itoa(before + int(r))
+	return map[string]string{
+		trainer.JobSetNameLabel:                  trainJob.Name,
+		trainer.JobSetUIDLabel:                   string(trainJob.UID),
+		trainer.JobSetReplicatedJobNameLabel:     rjob.Name,
+		trainer.JobSetRestartAttemptLabel:        "0",
+		trainer.JobSetReplicatedJobReplicasLabel: strconv.Itoa(int(replicasOf(*rjob))),
+		trainer.JobSetGlobalReplicasLabel:        strconv.Itoa(global),
+		trainer.JobSetJobIndexLabel:              strconv.Itoa(int(r)),
+		trainer.JobSetJobKeyLabel:                hex.EncodeToString(jobKey[:]),
+		trainer.JobSetJobGlobalIndexLabel:        globalIndex,
+		trainer.JobSetGroupNameLabel:             trainer.JobSetDefaultGroupName,
+		trainer.JobSetGroupReplicasLabel:         strconv.Itoa(global),
+		trainer.JobSetJobGroupIndexLabel:         globalIndex,
+	}
 }
 
 func podAnnotations(in map[string]string) map[string]string {

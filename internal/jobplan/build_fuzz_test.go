@@ -69,6 +69,13 @@ func FuzzBuild(f *testing.F) {
 			if numNodes >= 1 && len(validation.IsDNS1123Label(host)) > 0 && validName(name, step) {
 				t.Fatalf("Pod hostname %q of Job %q is not a DNS label", host, job.Name)
 			}
+			for _, ls := range []map[string]string{job.Labels, job.Spec.Template.Labels} {
+				for k, v := range ls {
+					if errs := validation.IsValidLabelValue(v); len(errs) > 0 && validName(name, step) {
+						t.Fatalf("Job %q: label %s=%q is not a valid label value: %v", job.Name, k, v, errs)
+					}
+				}
+			}
 			for _, c := range job.Spec.Template.Spec.Containers {
 				seen := map[string]bool{}
 				for _, e := range c.Env {

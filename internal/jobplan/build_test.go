@@ -17,6 +17,9 @@ limitations under the License.
 package jobplan
 
 import (
+	"crypto/sha1"
+	"encoding/hex"
+	"maps"
 	"strings"
 	"testing"
 
@@ -25,6 +28,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
 
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
@@ -58,16 +62,32 @@ func TestBuildTorchJob(t *testing.T) {
 		trainer.ReplicatedJobNameLabel: "node",
 		trainer.ReplicaIndexLabel:      "0",
 	}
+	jobSet := map[string]string{
+		"jobset.sigs.k8s.io/jobset-name":            "mnist",
+		"jobset.sigs.k8s.io/jobset-uid":             "uid-1",
+		"jobset.sigs.k8s.io/replicatedjob-name":     "node",
+		"jobset.sigs.k8s.io/restart-attempt":        "0",
+		"jobset.sigs.k8s.io/replicatedjob-replicas": "1",
+		"jobset.sigs.k8s.io/global-replicas":        "1",
+		"jobset.sigs.k8s.io/job-index":              "0",
+		// printf team-a/mnist-node-0 | sha1sum
+		"jobset.sigs.k8s.io/job-key":          "249a20573743e52c08a0b0acac490772a1e0d3b6",
+		"jobset.sigs.k8s.io/job-global-index": "0",
+		"jobset.sigs.k8s.io/group-name":       "default",
+		"jobset.sigs.k8s.io/group-replicas":   "1",
+		"jobset.sigs.k8s.io/job-group-index":  "0",
+	}
 	wantJob := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      "mnist-node-0",
 			Namespace: "team-a",
-			Labels: map[string]string{
+			Labels: union(jobSet, map[string]string{
 				trainer.AncestorStepLabel:      trainer.TrainerStep,
 				trainer.TrainJobNameLabel:      "mnist",
 				trainer.ReplicatedJobNameLabel: "node",
 				trainer.ReplicaIndexLabel:      "0",
-			},
+			}),
+			Annotations:     jobSet,
 			OwnerReferences: []metav1.OwnerReference{owner},
 			Finalizers:      []string{trainer.JobTrackingFinalizer},
 		},
@@ -78,14 +98,13 @@ func TestBuildTorchJob(t *testing.T) {
 			Suspend:        ptr.To(false),
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{
-					Labels: map[string]string{
+					Labels: union(jobSet, map[string]string{
 						"team":                         "vision",
 						trainer.TrainJobNameLabel:      ours[trainer.TrainJobNameLabel],
 						trainer.ReplicatedJobNameLabel: ours[trainer.ReplicatedJobNameLabel],
 						trainer.ReplicaIndexLabel:      ours[trainer.ReplicaIndexLabel],
-						trainer.JobSetNameLabel:        "mnist",
-					},
-					Annotations: map[string]string{"pod-complete.stage.kwok.x-k8s.io/delay": "10s"},
+					}),
+					Annotations: union(jobSet, map[string]string{"pod-complete.stage.kwok.x-k8s.io/delay": "10s"}),
 				},
 				Spec: corev1.PodSpec{
 					Subdomain:     "mnist",
@@ -286,25 +305,176 @@ func TestBuildMetadata(t *testing.T) {
 		t.Fatalf("Build: %v", err)
 	}
 	job := plan.Jobs[0]
-	wantJobLabels := map[string]string{
+	jobSet := map[string]string{
+		"jobset.sigs.k8s.io/jobset-name": "a", "jobset.sigs.k8s.io/jobset-uid": "",
+		"jobset.sigs.k8s.io/replicatedjob-name": "node", "jobset.sigs.k8s.io/restart-attempt": "0",
+		"jobset.sigs.k8s.io/replicatedjob-replicas": "1", "jobset.sigs.k8s.io/global-replicas": "1",
+		"jobset.sigs.k8s.io/job-index": "0", "jobset.sigs.k8s.io/job-global-index": "0",
+		"jobset.sigs.k8s.io/job-key":    "9f4c3a88f096449fda7e447a0f3425b0590ce062", // printf ns/a-node-0 | sha1sum
+		"jobset.sigs.k8s.io/group-name": "default", "jobset.sigs.k8s.io/group-replicas": "1", "jobset.sigs.k8s.io/job-group-index": "0",
+	}
+	wantJobLabels := union(jobSet, map[string]string{
 		"from": "jobset-template", "shared": "job-template", "extra": "spec-labels",
 		trainer.AncestorStepLabel: trainer.TrainerStep,
 		trainer.TrainJobNameLabel: "a", trainer.ReplicatedJobNameLabel: "node", trainer.ReplicaIndexLabel: "0",
-	}
+	})
 	if diff := cmp.Diff(wantJobLabels, job.Labels); diff != "" {
 		t.Errorf("Job labels (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(map[string]string{"note": "hello"}, job.Annotations); diff != "" {
+	if diff := cmp.Diff(union(jobSet, map[string]string{"note": "hello"}), job.Annotations); diff != "" {
 		t.Errorf("Job annotations (-want +got):\n%s", diff)
 	}
-	wantPodLabels := map[string]string{
+	wantPodLabels := union(jobSet, map[string]string{
 		"pod": "template", "team": "user",
 		trainer.TrainJobNameLabel: "a", trainer.ReplicatedJobNameLabel: "node", trainer.ReplicaIndexLabel: "0",
-		trainer.JobSetNameLabel: "a",
-	}
+	})
 	if diff := cmp.Diff(wantPodLabels, job.Spec.Template.Labels); diff != "" {
 		t.Errorf("Pod labels (-want +got):\n%s", diff)
 	}
+	if diff := cmp.Diff(jobSet, job.Spec.Template.Annotations); diff != "" {
+		t.Errorf("Pod annotations (-want +got):\n%s", diff)
+	}
+}
+
+// Each child Job and its Pod template carry the labels and annotations
+// JobSet v0.12.0 gives them, with JobSet's values: indexes across
+// replicated Jobs in the runtime's order, every replicated Job in group
+// "default", and the SHA-1 of <namespace>/<job name> as the job key.
+func TestBuildJobSetKeys(t *testing.T) {
+	spec := utiltesting.MakeRuntimeSpec().ReplicatedJobs(
+		utiltesting.MakeReplicatedJob("launcher").Replicas(2).Obj(),
+		utiltesting.MakeReplicatedJob("worker").Replicas(3).Obj(),
+	)
+	tj := utiltesting.MakeTrainJob("mnist", "team-a").UID("uid-1").Obj()
+
+	plan, err := Build(tj, clusterRuntime(spec))
+	if err != nil {
+		t.Fatalf("Build: %v", err)
+	}
+	type replica struct {
+		rjob                  string
+		index, global, rjobOf string
+		key                   string // printf team-a/<job name> | sha1sum
+	}
+	want := map[string]replica{
+		"mnist-launcher-0": {"launcher", "0", "0", "2", "fbec88e6ebbac8ef76f17e1562d7ee534b560937"},
+		"mnist-launcher-1": {"launcher", "1", "1", "2", "ba8890ed6f3b0826c8f653f573a958cbe9181290"},
+		"mnist-worker-0":   {"worker", "0", "2", "3", "c48394085cb471b616e549ecb3ef20b8eb435926"},
+		"mnist-worker-1":   {"worker", "1", "3", "3", "7525006943e70a289b990a3850137b3182af1c49"},
+		"mnist-worker-2":   {"worker", "2", "4", "3", "1b2c463ee34d22c131db46f0e795e8ece09ba883"},
+	}
+	if len(plan.Jobs) != len(want) {
+		t.Fatalf("got %d Jobs, want %d", len(plan.Jobs), len(want))
+	}
+	for _, job := range plan.Jobs {
+		w, ok := want[job.Name]
+		if !ok {
+			t.Fatalf("unexpected Job %s", job.Name)
+		}
+		sum := sha1.Sum([]byte(job.Namespace + "/" + job.Name))
+		if got := hex.EncodeToString(sum[:]); got != w.key {
+			t.Fatalf("the test's own SHA-1 of %s/%s is %s, want %s", job.Namespace, job.Name, got, w.key)
+		}
+		keys := map[string]string{
+			"jobset.sigs.k8s.io/jobset-name":            "mnist",
+			"jobset.sigs.k8s.io/jobset-uid":             "uid-1",
+			"jobset.sigs.k8s.io/replicatedjob-name":     w.rjob,
+			"jobset.sigs.k8s.io/restart-attempt":        "0",
+			"jobset.sigs.k8s.io/replicatedjob-replicas": w.rjobOf,
+			"jobset.sigs.k8s.io/global-replicas":        "5",
+			"jobset.sigs.k8s.io/job-index":              w.index,
+			"jobset.sigs.k8s.io/job-key":                w.key,
+			"jobset.sigs.k8s.io/job-global-index":       w.global,
+			"jobset.sigs.k8s.io/group-name":             "default",
+			"jobset.sigs.k8s.io/group-replicas":         "5",
+			"jobset.sigs.k8s.io/job-group-index":        w.global,
+		}
+		on := map[string]map[string]string{
+			"Job labels":               job.Labels,
+			"Job annotations":          job.Annotations,
+			"Pod template labels":      job.Spec.Template.Labels,
+			"Pod template annotations": job.Spec.Template.Annotations,
+		}
+		for where, got := range on {
+			for k, v := range keys {
+				if g, ok := got[k]; !ok || g != v {
+					t.Errorf("Job %s: %s: %s = %q (set: %t), want %q", job.Name, where, k, g, ok, v)
+				}
+			}
+		}
+	}
+}
+
+// The keys the controller and JobSet's users rely on cannot be set by the
+// runtime or the TrainJob: theirs are overwritten, as JobSet overwrites
+// them. The Service still selects the Pods.
+func TestBuildOwnKeysWin(t *testing.T) {
+	spoofed := map[string]string{
+		trainer.TrainJobNameLabel: "spoofed", trainer.ReplicatedJobNameLabel: "spoofed", trainer.ReplicaIndexLabel: "9",
+		"jobset.sigs.k8s.io/jobset-name": "spoofed", "jobset.sigs.k8s.io/jobset-uid": "spoofed",
+		"jobset.sigs.k8s.io/replicatedjob-name": "spoofed", "jobset.sigs.k8s.io/restart-attempt": "9",
+		"jobset.sigs.k8s.io/replicatedjob-replicas": "9", "jobset.sigs.k8s.io/global-replicas": "9",
+		"jobset.sigs.k8s.io/job-index": "9", "jobset.sigs.k8s.io/job-key": "spoofed",
+		"jobset.sigs.k8s.io/job-global-index": "9", "jobset.sigs.k8s.io/group-name": "spoofed",
+		"jobset.sigs.k8s.io/group-replicas": "9", "jobset.sigs.k8s.io/job-group-index": "9",
+	}
+	spec := utiltesting.MakeRuntimeSpec()
+	spec.Template.Metadata.Labels = maps.Clone(spoofed)
+	spec.Template.Metadata.Annotations = maps.Clone(spoofed)
+	rjob := &spec.Template.Spec.ReplicatedJobs[0]
+	rjob.Template.Labels = union(rjob.Template.Labels, spoofed)
+	rjob.Template.Annotations = maps.Clone(spoofed)
+	rjob.Template.Spec.Template.Labels = maps.Clone(spoofed)
+	rjob.Template.Spec.Template.Annotations = maps.Clone(spoofed)
+	tj := utiltesting.MakeTrainJob("a", "ns").UID("uid-1").Obj()
+	tj.Labels = maps.Clone(spoofed)
+	tj.Annotations = maps.Clone(spoofed)
+	tj.Spec.Labels = maps.Clone(spoofed)
+	tj.Spec.Annotations = maps.Clone(spoofed)
+
+	plan, err := Build(tj, clusterRuntime(spec))
+	if err != nil {
+		t.Fatalf("Build: %v", err)
+	}
+	job := plan.Jobs[0]
+	want := map[string]string{
+		trainer.TrainJobNameLabel: "a", trainer.ReplicatedJobNameLabel: "node", trainer.ReplicaIndexLabel: "0",
+		"jobset.sigs.k8s.io/jobset-name": "a", "jobset.sigs.k8s.io/jobset-uid": "uid-1",
+		"jobset.sigs.k8s.io/replicatedjob-name": "node", "jobset.sigs.k8s.io/restart-attempt": "0",
+		"jobset.sigs.k8s.io/replicatedjob-replicas": "1", "jobset.sigs.k8s.io/global-replicas": "1",
+		"jobset.sigs.k8s.io/job-index": "0", "jobset.sigs.k8s.io/job-key": "9f4c3a88f096449fda7e447a0f3425b0590ce062",
+		"jobset.sigs.k8s.io/job-global-index": "0", "jobset.sigs.k8s.io/group-name": "default",
+		"jobset.sigs.k8s.io/group-replicas": "1", "jobset.sigs.k8s.io/job-group-index": "0",
+	}
+	on := map[string]map[string]string{"Job labels": job.Labels, "Pod template labels": job.Spec.Template.Labels}
+	for where, got := range on {
+		for k, v := range want {
+			if got[k] != v {
+				t.Errorf("%s: %s = %q, want %q", where, k, got[k], v)
+			}
+		}
+	}
+	on = map[string]map[string]string{"Job annotations": job.Annotations, "Pod template annotations": job.Spec.Template.Annotations}
+	for where, got := range on {
+		for k, v := range want {
+			if strings.HasPrefix(k, "jobset.sigs.k8s.io/") && got[k] != v {
+				t.Errorf("%s: %s = %q, want %q", where, k, got[k], v)
+			}
+		}
+	}
+	sel := labels.SelectorFromSet(plan.Service.Spec.Selector)
+	if !sel.Matches(labels.Set(job.Spec.Template.Labels)) {
+		t.Errorf("Service selector %s does not select the Pods (labels %v)", sel, job.Spec.Template.Labels)
+	}
+}
+
+// union returns the union of the maps; later maps win.
+func union(ms ...map[string]string) map[string]string {
+	out := map[string]string{}
+	for _, m := range ms {
+		maps.Copy(out, m)
+	}
+	return out
 }
 
 func TestBuildPlainRuntimeHasNoTorchEnv(t *testing.T) {

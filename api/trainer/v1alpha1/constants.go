@@ -41,11 +41,6 @@ const (
 	// the TrainJob's trainer overrides and the framework environment.
 	TrainerContainerName = "node"
 
-	// JobSetNameLabel is set on child Pods to the TrainJob's name, as JobSet
-	// does, so that commands from Kubeflow's documentation such as
-	// `kubectl logs -l jobset.sigs.k8s.io/jobset-name=<trainjob>` work.
-	JobSetNameLabel = "jobset.sigs.k8s.io/jobset-name"
-
 	// JobTrackingFinalizer is set on every child Job. The controller removes
 	// it only once the Job's outcome is recorded in the TrainJob's status, so
 	// that a child deleted early never makes a TrainJob re-run or forget a
@@ -56,4 +51,63 @@ const (
 	// in. Kueue keeps such a TrainJob suspended while it waits for
 	// admission, and suspends it again when it is preempted.
 	KueueQueueNameLabel = "kueue.x-k8s.io/queue-name"
+)
+
+// The keys JobSet v0.12.0 sets on each child Job and on its Pod template,
+// each both as a label and as an annotation with the same value, so that
+// tools that select a JobSet's Jobs and Pods by them (the Kubeflow SDK,
+// Kueue's topology-aware scheduling, commands from Kubeflow's documentation
+// such as `kubectl logs -l jobset.sigs.k8s.io/jobset-name=<trainjob>`) find
+// a TrainJob's. They win over the labels and annotations of the runtime and
+// the TrainJob, as JobSet's do. docs/compatibility.md says where their values
+// differ from JobSet's.
+const (
+	// JobSetNameLabel is the TrainJob's name: the name of the JobSet
+	// Kubeflow Trainer would create.
+	JobSetNameLabel = "jobset.sigs.k8s.io/jobset-name"
+
+	// JobSetUIDLabel is the TrainJob's UID, in place of the JobSet's.
+	JobSetUIDLabel = "jobset.sigs.k8s.io/jobset-uid"
+
+	// JobSetReplicatedJobNameLabel is the name of the replicated Job.
+	JobSetReplicatedJobNameLabel = "jobset.sigs.k8s.io/replicatedjob-name"
+
+	// JobSetRestartAttemptLabel is the JobSet's restart count; always "0",
+	// as a TrainJob is never restarted.
+	JobSetRestartAttemptLabel = "jobset.sigs.k8s.io/restart-attempt"
+
+	// JobSetReplicatedJobReplicasLabel is the number of replicas (child
+	// Jobs) of the replicated Job.
+	JobSetReplicatedJobReplicasLabel = "jobset.sigs.k8s.io/replicatedjob-replicas"
+
+	// JobSetGlobalReplicasLabel is the number of child Jobs of all the
+	// replicated Jobs.
+	JobSetGlobalReplicasLabel = "jobset.sigs.k8s.io/global-replicas"
+
+	// JobSetJobIndexLabel is the replica index of the Job within its
+	// replicated Job.
+	JobSetJobIndexLabel = "jobset.sigs.k8s.io/job-index"
+
+	// JobSetJobKeyLabel is the SHA-1 of "<namespace>/<job name>", in hex.
+	JobSetJobKeyLabel = "jobset.sigs.k8s.io/job-key"
+
+	// JobSetJobGlobalIndexLabel is the index of the Job among the child
+	// Jobs of all the replicated Jobs, in the runtime's order.
+	JobSetJobGlobalIndexLabel = "jobset.sigs.k8s.io/job-global-index"
+
+	// JobSetGroupNameLabel is the group of the replicated Job:
+	// JobSetDefaultGroupName, as groupName is not supported.
+	JobSetGroupNameLabel = "jobset.sigs.k8s.io/group-name"
+
+	// JobSetGroupReplicasLabel is the number of child Jobs of the
+	// replicated Jobs of the group.
+	JobSetGroupReplicasLabel = "jobset.sigs.k8s.io/group-replicas"
+
+	// JobSetJobGroupIndexLabel is the index of the Job among the child Jobs
+	// of the replicated Jobs of its group, in the runtime's order.
+	JobSetJobGroupIndexLabel = "jobset.sigs.k8s.io/job-group-index"
+
+	// JobSetDefaultGroupName is the group of a replicated Job that names
+	// none, as JobSet defaults it.
+	JobSetDefaultGroupName = "default"
 )
