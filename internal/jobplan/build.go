@@ -255,10 +255,10 @@ func baseJob(trainJob *trainer.TrainJob, spec *trainer.TrainingRuntimeSpec, i in
 	pod.Annotations = merge(pod.Annotations, podAnnotations(trainJob.Annotations), jobSet)
 	pod.Spec.Subdomain = trainJob.Name
 	if pod.Spec.RestartPolicy == "" {
-		// A Job's Pods must not restart Always; the runtimes Kubeflow ships
-		// leave it unset, and a failed rank is best reported, not restarted
-		// in place.
-		pod.Spec.RestartPolicy = corev1.RestartPolicyNever
+		// OnFailure, as JobSet's webhook defaults it under Kubeflow: the
+		// runtimes Kubeflow ships leave it unset. (Always, which a Job
+		// refuses, is refused in the runtime already.)
+		pod.Spec.RestartPolicy = corev1.RestartPolicyOnFailure
 	}
 	return job
 }

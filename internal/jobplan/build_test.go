@@ -108,7 +108,7 @@ func TestBuildTorchJob(t *testing.T) {
 				},
 				Spec: corev1.PodSpec{
 					Subdomain:     "mnist",
-					RestartPolicy: corev1.RestartPolicyNever,
+					RestartPolicy: corev1.RestartPolicyOnFailure,
 					Containers: []corev1.Container{{
 						Name:    "node",
 						Image:   "registry.example/node:1",
@@ -465,6 +465,28 @@ func TestBuildOwnKeysWin(t *testing.T) {
 	sel := labels.SelectorFromSet(plan.Service.Spec.Selector)
 	if !sel.Matches(labels.Set(job.Spec.Template.Labels)) {
 		t.Errorf("Service selector %s does not select the Pods (labels %v)", sel, job.Spec.Template.Labels)
+	}
+}
+
+// A Pod restartPolicy the runtime leaves unset is OnFailure, as JobSet's
+// webhook defaults it; one the runtime sets is kept.
+func TestBuildRestartPolicy(t *testing.T) {
+	for _, tc := range []struct {
+		runtime, want corev1.RestartPolicy
+	}{
+		{"", corev1.RestartPolicyOnFailure},
+		{corev1.RestartPolicyNever, corev1.RestartPolicyNever},
+		{corev1.RestartPolicyOnFailure, corev1.RestartPolicyOnFailure},
+	} {
+		spec := utiltesting.MakeRuntimeSpec()
+		spec.Template.Spec.ReplicatedJobs[0].Template.Spec.Template.Spec.RestartPolicy = tc.runtime
+		plan, err := Build(utiltesting.MakeTrainJob("a", "ns").Obj(), clusterRuntime(spec))
+		if err != nil {
+			t.Fatalf("Build: %v", err)
+		}
+		if got := plan.Jobs[0].Spec.Template.Spec.RestartPolicy; got != tc.want {
+			t.Errorf("runtime restartPolicy %q: Pods get %q, want %q", tc.runtime, got, tc.want)
+		}
 	}
 }
 
