@@ -186,10 +186,10 @@ func TestKEP2899ExampleRunsAndIsCleanedUp(t *testing.T) {
 		index := p.Annotations["batch.kubernetes.io/job-completion-index"]
 		want := map[string]string{
 			"PET_NNODES":         "2",
-			"PET_NPROC_PER_NODE": "auto",
+			"PET_NPROC_PER_NODE": "1",
 			"PET_NODE_RANK":      "", // from the completion index
 			"PET_MASTER_ADDR":    "my-training-node-0-0.my-training",
-			"PET_MASTER_PORT":    "29400",
+			"PET_MASTER_PORT":    "29500",
 		}
 		got := envOf(&p)
 		for k := range got {

@@ -66,10 +66,10 @@ func TestRunsToCompletion(t *testing.T) {
 	wantEnv := map[string]string{
 		"LR":                 "0.1",
 		"PET_NNODES":         "2",
-		"PET_NPROC_PER_NODE": "auto",
+		"PET_NPROC_PER_NODE": "1",
 		"PET_NODE_RANK":      "fieldRef:metadata.annotations['batch.kubernetes.io/job-completion-index']",
 		"PET_MASTER_ADDR":    "mnist-node-0-0.mnist",
-		"PET_MASTER_PORT":    "29400",
+		"PET_MASTER_PORT":    "29500",
 	}
 	if diff := cmp.Diff(wantEnv, envOf(job)); diff != "" {
 		t.Errorf("trainer env (-want +got):\n%s", diff)
