@@ -56,8 +56,8 @@ import (
 // the Configuration; config/rbac must change with them.
 // +kubebuilder:rbac:groups="",namespace=trainjob-system,resources=secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",namespace=trainjob-system,resources=secrets,resourceNames=trainjob-operator-webhook-certs,verbs=update
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,verbs=get;list;watch
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,resourceNames=trainjob-operator,verbs=update
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations;mutatingwebhookconfigurations,verbs=get;list;watch
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations;mutatingwebhookconfigurations,resourceNames=trainjob-operator,verbs=update
 
 // Files written into the certificate directory, where controller-runtime's
 // webhook server looks for them.
@@ -89,10 +89,12 @@ func Setup(mgr manager.Manager, cfg *configv1alpha1.WebhookCertManagement, certD
 		CAOrganization: "trainjob-operator",
 		DNSName:        cfg.DNSName,
 		IsReady:        ready,
-		Webhooks: []rotator.WebhookInfo{{
-			Name: cfg.WebhookConfigurationName,
-			Type: rotator.Validating,
-		}},
+		// Both configurations have the same name: one is validating, the
+		// other mutating.
+		Webhooks: []rotator.WebhookInfo{
+			{Name: cfg.WebhookConfigurationName, Type: rotator.Validating},
+			{Name: cfg.WebhookConfigurationName, Type: rotator.Mutating},
+		},
 		RequireLeaderElection: false,
 		FieldOwner:            "trainjob-operator",
 	})

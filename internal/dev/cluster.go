@@ -413,41 +413,82 @@ func ensureCertSecret(ctx context.Context, cl client.Client) error {
 	return nil
 }
 
-// applyWebhookConfiguration registers the generated webhook configuration,
-// pointed at the manager on this machine. The caBundle is the manager's to
-// keep: an update leaves it as it is.
+// applyWebhookConfiguration registers the generated webhook configurations,
+// validating and mutating, pointed at the manager on this machine. Their
+// caBundle is the manager's to keep: an update leaves it as it is.
 func applyWebhookConfiguration(ctx context.Context, cl client.Client, o Options, port int) error {
 	data, err := os.ReadFile(filepath.Join(o.Root, "config", "webhook", "manifests.yaml"))
 	if err != nil {
 		return err
 	}
-	var want admissionregistrationv1.ValidatingWebhookConfiguration
-	if err := yaml.UnmarshalStrict(data, &want); err != nil {
+	for _, doc := range strings.Split(string(data), "\n---\n") {
+		if strings.TrimSpace(strings.TrimPrefix(doc, "---")) == "" {
+			continue
+		}
+		var meta metav1.TypeMeta
+		if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
+			return fmt.Errorf("config/webhook/manifests.yaml: %w", err)
+		}
+		switch meta.Kind {
+		case "ValidatingWebhookConfiguration":
+			err = applyWebhooks(ctx, cl, []byte(doc), port, &admissionregistrationv1.ValidatingWebhookConfiguration{},
+				func(c *admissionregistrationv1.ValidatingWebhookConfiguration) []*admissionregistrationv1.WebhookClientConfig {
+					var out []*admissionregistrationv1.WebhookClientConfig
+					for i := range c.Webhooks {
+						out = append(out, &c.Webhooks[i].ClientConfig)
+					}
+					return out
+				})
+		case "MutatingWebhookConfiguration":
+			err = applyWebhooks(ctx, cl, []byte(doc), port, &admissionregistrationv1.MutatingWebhookConfiguration{},
+				func(c *admissionregistrationv1.MutatingWebhookConfiguration) []*admissionregistrationv1.WebhookClientConfig {
+					var out []*admissionregistrationv1.WebhookClientConfig
+					for i := range c.Webhooks {
+						out = append(out, &c.Webhooks[i].ClientConfig)
+					}
+					return out
+				})
+		default:
+			err = fmt.Errorf("config/webhook/manifests.yaml: unexpected kind %q", meta.Kind)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// applyWebhooks creates or updates the webhook configuration doc describes,
+// named as the manager expects, its webhooks called at the manager's port
+// on this machine.
+func applyWebhooks[T client.Object](ctx context.Context, cl client.Client, doc []byte, port int, want T, configs func(T) []*admissionregistrationv1.WebhookClientConfig) error {
+	if err := yaml.UnmarshalStrict(doc, want); err != nil {
 		return fmt.Errorf("config/webhook/manifests.yaml: %w", err)
 	}
-	want.Name = configv1alpha1.DefaultWebhookConfigurationName
-	var cur admissionregistrationv1.ValidatingWebhookConfiguration
-	err = cl.Get(ctx, client.ObjectKey{Name: want.Name}, &cur)
+	want.SetName(configv1alpha1.DefaultWebhookConfigurationName)
+	cur := want.DeepCopyObject().(T)
+	err := cl.Get(ctx, client.ObjectKey{Name: want.GetName()}, cur)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
-	for i := range want.Webhooks {
-		w := &want.Webhooks[i]
+	found := err == nil
+	old := configs(cur)
+	for i, cc := range configs(want) {
 		path := "/"
-		if w.ClientConfig.Service != nil && w.ClientConfig.Service.Path != nil {
-			path = *w.ClientConfig.Service.Path
+		if cc.Service != nil && cc.Service.Path != nil {
+			path = *cc.Service.Path
 		}
 		url := fmt.Sprintf("https://localhost:%d%s", port, path)
-		w.ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: &url}
-		if i < len(cur.Webhooks) {
-			w.ClientConfig.CABundle = cur.Webhooks[i].ClientConfig.CABundle
+		*cc = admissionregistrationv1.WebhookClientConfig{URL: &url}
+		if found && i < len(old) {
+			cc.CABundle = old[i].CABundle
 		}
 	}
-	if apierrors.IsNotFound(err) {
-		return cl.Create(ctx, &want)
+	if !found {
+		return cl.Create(ctx, want)
 	}
-	want.ResourceVersion = cur.ResourceVersion
-	return cl.Update(ctx, &want)
+	want.SetResourceVersion(cur.GetResourceVersion())
+	return cl.Update(ctx, want)
 }
 
 func netListen(port int) (net.Listener, error) {

@@ -170,6 +170,9 @@ func setupWebhook(mgr ctrl.Manager, cfg *configv1alpha1.Webhook) error {
 		if err := trainjobwebhook.NewTrainJobValidator(mgr.GetClient(), jobs).SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up the TrainJob webhook: %w", err)
 		}
+		if err := (trainjobwebhook.FieldKeeper{}).SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up the TrainJob field-keeping webhook: %w", err)
+		}
 		return nil
 	}
 	if !*cfg.CertManagement.Enable {

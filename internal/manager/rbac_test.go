@@ -85,6 +85,7 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 		// The certificate rotator's caches.
 		"/secrets": {"get", "list", "watch"},
 		"admissionregistration.k8s.io/validatingwebhookconfigurations": {"get", "list", "watch"},
+		"admissionregistration.k8s.io/mutatingwebhookconfigurations":   {"get", "list", "watch"},
 	}
 	// Verbs allowed only on the named objects.
 	named := map[string]struct {
@@ -93,6 +94,7 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 	}{
 		"/secrets": {[]string{"update"}, []string{"trainjob-operator-webhook-certs"}},
 		"admissionregistration.k8s.io/validatingwebhookconfigurations": {[]string{"update"}, []string{"trainjob-operator"}},
+		"admissionregistration.k8s.io/mutatingwebhookconfigurations":   {[]string{"update"}, []string{"trainjob-operator"}},
 	}
 	for _, r := range rules {
 		for _, g := range r.APIGroups {

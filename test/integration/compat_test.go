@@ -91,10 +91,10 @@ func TestKubeflowYAMLAppliesAndRuns(t *testing.T) {
 	}
 	wantEnv := map[string]string{
 		"PET_NNODES":         "3",
-		"PET_NPROC_PER_NODE": "auto",
+		"PET_NPROC_PER_NODE": "1",
 		"PET_NODE_RANK":      "fieldRef:metadata.annotations['batch.kubernetes.io/job-completion-index']",
 		"PET_MASTER_ADDR":    "multi-node-example-node-0-0.multi-node-example",
-		"PET_MASTER_PORT":    "29400",
+		"PET_MASTER_PORT":    "29500",
 	}
 	if diff := cmp.Diff(wantEnv, envOf(job)); diff != "" {
 		t.Errorf("trainer env (-want +got):\n%s", diff)
@@ -137,11 +137,10 @@ func TestSchemaRejectsWhatItCannotRun(t *testing.T) {
 			manifest: trainJob("  initializer:\n    dataset:\n      storageUri: hf://tatsu-lab/alpaca\n"),
 			want:     []string{"spec.initializer", "not supported"},
 		},
-		"runtimePatches of a replicated Job the runtime lacks": {
+		"a runtime patch that renames a Job": {
 			manifest: trainJob("  runtimePatches:\n  - manager: example.com/me\n    trainingRuntimeSpec:\n      template:\n        spec:\n" +
-				"          replicatedJobs:\n          - name: launcher\n            template:\n              spec:\n                template:\n" +
-				"                  spec:\n                    nodeSelector:\n                      a: b\n"),
-			want: []string{"spec.runtimePatches[0].trainingRuntimeSpec.template.spec.replicatedJobs[0].name", `"launcher"`},
+				"          replicatedJobs:\n          - name: node\n            template:\n              metadata:\n                name: other\n"),
+			want: []string{"spec.runtimePatches[0].trainingRuntimeSpec.template.spec.replicatedJobs[0].template.metadata", "labels and annotations only"},
 		},
 		"podTemplateOverrides": {
 			manifest: trainJob("  podTemplateOverrides:\n  - targetJobs:\n    - name: node\n"),
@@ -160,8 +159,8 @@ func TestSchemaRejectsWhatItCannotRun(t *testing.T) {
 			want:     []string{"spec.trainer.numNodes", "greater than or equal to 1"},
 		},
 		"numProcPerNode word": {
-			manifest: trainJob("  trainer:\n    numProcPerNode: many\n"),
-			want:     []string{"spec.trainer.numProcPerNode", "positive integer, auto, cpu or gpu"},
+			manifest: trainJob("  trainer:\n    numProcPerNode: auto\n"),
+			want:     []string{"spec.trainer.numProcPerNode", "must be of type integer"},
 		},
 		"unknown runtime kind": {
 			manifest: trainJob("    kind: JobSetRuntime\n"),
@@ -382,7 +381,10 @@ func TestSchemaRefusesChangesItWouldIgnore(t *testing.T) {
 				t.Fatal(err)
 			}
 			tc.change(tj)
-			err = k8s.Update(context.Background(), tj, client.DryRunAll)
+			// As kubectl does, the client names its field manager: an
+			// update from one that does not keeps the fields of ours it
+			// leaves out (TestFieldsOfOursSurviveKubeflowTypedUpdates).
+			err = k8s.Update(context.Background(), tj, client.DryRunAll, client.FieldOwner("kubectl-edit"))
 			if len(tc.want) == 0 {
 				if err != nil {
 					t.Fatalf("refused, want accepted: %v", err)
@@ -412,5 +414,58 @@ func TestShippedConfigurationKeepsEverything(t *testing.T) {
 		if diff := cmp.Diff(&configv1alpha1.TrainJobRetentionPolicy{}, p.TrainJobs); diff != "" {
 			t.Errorf("the shipped configuration has retention policies (-want +got):\n%s", diff)
 		}
+	}
+}
+
+// A client built on Kubeflow Trainer's Go types (Kueue admits and stops
+// TrainJobs that way) writes the whole TrainJob back without the fields
+// this project adds: the webhook keeps them. A client that names its field
+// manager, as kubectl always does, removes them on purpose.
+func TestFieldsOfOursSurviveKubeflowTypedUpdates(t *testing.T) {
+	ns := newNamespace(t)
+	tj := utiltesting.MakeTrainJob("kept", ns).ManagedBy(lifecycle.MultiKueue).TTL(600).Obj()
+	tj.Spec.Labels = map[string]string{"team": "a"}
+	create(t, tj)
+
+	// The update a Kubeflow-typed client sends: suspended, and without
+	// spec.ttlSecondsAfterFinished and spec.labels, which its types lack.
+	kubeflowTyped := func() *unstructured.Unstructured {
+		t.Helper()
+		var u unstructured.Unstructured
+		u.SetGroupVersionKind(trainer.GroupVersion.WithKind(trainer.TrainJobKind))
+		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "kept"}, &u); err != nil {
+			t.Fatal(err)
+		}
+		unstructured.RemoveNestedField(u.Object, "spec", "ttlSecondsAfterFinished")
+		unstructured.RemoveNestedField(u.Object, "spec", "labels")
+		if err := unstructured.SetNestedField(u.Object, true, "spec", "suspend"); err != nil {
+			t.Fatal(err)
+		}
+		return &u
+	}
+	if err := k8s.Update(context.Background(), kubeflowTyped()); err != nil {
+		t.Fatalf("update without the fields, and without a field manager: %v", err)
+	}
+	got, err := getTrainJob(ns, "kept")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ptr.Deref(got.Spec.Suspend, false) || ptr.Deref(got.Spec.TTLSecondsAfterFinished, 0) != 600 || got.Spec.Labels["team"] != "a" {
+		t.Errorf("after the update: suspend %v, ttlSecondsAfterFinished %v, labels %v; want suspended, with the TTL and labels kept",
+			got.Spec.Suspend, got.Spec.TTLSecondsAfterFinished, got.Spec.Labels)
+	}
+
+	// kubectl edit names its field manager: the removal is meant. (The
+	// labels are immutable, so only the TTL goes.)
+	u := kubeflowTyped()
+	unstructured.SetNestedStringMap(u.Object, map[string]string{"team": "a"}, "spec", "labels") //nolint:errcheck // a map of strings always sets
+	if err := k8s.Update(context.Background(), u, client.FieldOwner("kubectl-edit")); err != nil {
+		t.Fatalf("update by kubectl-edit: %v", err)
+	}
+	if got, err = getTrainJob(ns, "kept"); err != nil {
+		t.Fatal(err)
+	}
+	if got.Spec.TTLSecondsAfterFinished != nil {
+		t.Errorf("ttlSecondsAfterFinished = %d after kubectl removed it, want none", *got.Spec.TTLSecondsAfterFinished)
 	}
 }
