@@ -198,6 +198,14 @@ func TestSchemaRejectsWhatItCannotRun(t *testing.T) {
 			manifest: runtime(strings.Replace(nodeJob, "          spec:\n", "          spec:\n            ttlSecondsAfterFinished: 10\n", 1)),
 			want:     []string{"spec.template.spec.replicatedJobs[0].template.spec.ttlSecondsAfterFinished", "behind the TrainJob's back"},
 		},
+		"volumeClaimPolicies in a runtime": {
+			manifest: runtime(strings.Replace(nodeJob, "  template:\n    spec:\n", "  template:\n    spec:\n      volumeClaimPolicies:\n      - templates:\n        - metadata:\n            name: data\n", 1)),
+			want:     []string{"spec.template.spec.volumeClaimPolicies", "not supported"},
+		},
+		"a replicated Job in a group other than default": {
+			manifest: runtime(strings.Replace(nodeJob, "      - name: node\n", "      - name: node\n        groupName: workers\n", 1)),
+			want:     []string{"spec.template.spec.replicatedJobs[0].groupName", "every replicated Job is in group default"},
+		},
 		"Job-level deadline in a runtime": {
 			manifest: runtime(strings.Replace(nodeJob, "          spec:\n", "          spec:\n            activeDeadlineSeconds: 10\n", 1)),
 			want:     []string{"spec.template.spec.replicatedJobs[0].template.spec.activeDeadlineSeconds", "behind the TrainJob's back"},
@@ -249,6 +257,21 @@ func TestShippedManifestsApply(t *testing.T) {
 // sense once a TrainJob finished, cannot be changed afterwards: refused by
 // the CRD schema itself, so without the webhook too (which does not check
 // any of it).
+// A runtime exported from a cluster running Kubeflow Trainer carries the
+// defaults JobSet's CRD writes, groupName default among them: it applies.
+func TestRuntimeWithJobSetDefaultsApplies(t *testing.T) {
+	manifest := "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: ClusterTrainingRuntime\nmetadata:\n  name: exported\nspec:\n" +
+		"  template:\n    spec:\n      replicatedJobs:\n      - name: node\n        groupName: default\n        replicas: 1\n        template:\n" +
+		"          spec:\n            template:\n              spec:\n                containers:\n                - name: node\n                  image: busybox\n"
+	var obj unstructured.Unstructured
+	if err := yaml.Unmarshal([]byte(manifest), &obj.Object); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Create(context.Background(), &obj, client.DryRunAll); err != nil {
+		t.Errorf("the API server refused a runtime with groupName: default: %v", err)
+	}
+}
+
 func TestSchemaRefusesChangesItWouldIgnore(t *testing.T) {
 	ns := newNamespace(t)
 	// Managed by MultiKueue, so that no controller here writes to them.

@@ -226,6 +226,7 @@ type TemplateMetadata struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.suspend)",fieldPath=".suspend",message="suspend belongs on the TrainJob (spec.suspend), not in the runtime template"
 // +kubebuilder:validation:XValidation:rule="!has(self.managedBy)",fieldPath=".managedBy",message="managedBy belongs on the TrainJob (spec.managedBy), not in the runtime template"
 // +kubebuilder:validation:XValidation:rule="!has(self.ttlSecondsAfterFinished)",fieldPath=".ttlSecondsAfterFinished",message="ttlSecondsAfterFinished belongs on the TrainJob (spec.ttlSecondsAfterFinished), not in the runtime template"
+// +kubebuilder:validation:XValidation:rule="!has(self.volumeClaimPolicies)",fieldPath=".volumeClaimPolicies",message="volumeClaimPolicies is not supported by trainjob-operator yet"
 // +kubebuilder:validation:XValidation:rule="!self.replicatedJobs.exists(r, has(r.template.metadata) && has(r.template.metadata.labels) && 'trainer.kubeflow.org/trainjob-ancestor-step' in r.template.metadata.labels && r.template.metadata.labels['trainer.kubeflow.org/trainjob-ancestor-step'] == 'trainer') || self.replicatedJobs.all(r, r.name != 'node' || !has(r.template.spec) || !has(r.template.spec.parallelism) || has(r.template.spec.completions) || (has(r.template.metadata) && has(r.template.metadata.labels) && 'trainer.kubeflow.org/trainjob-ancestor-step' in r.template.metadata.labels && r.template.metadata.labels['trainer.kubeflow.org/trainjob-ancestor-step'] == 'trainer'))",fieldPath=".replicatedJobs",reason=FieldValueRequired,message="replicated Job \"node\" sets parallelism but not completions, and it is not the trainer step here (another replicated Job is labelled trainer.kubeflow.org/trainjob-ancestor-step: trainer): its Jobs are Indexed, and an Indexed Job needs completions; set completions (the number of Pods that must succeed) too"
 type JobSetSpec struct {
 	// replicatedJobs are the steps of the runtime. Each creates `replicas`
@@ -261,13 +262,16 @@ type JobSetSpec struct {
 	// ttlSecondsAfterFinished is set on the TrainJob instead.
 	// +optional
 	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
+	// volumeClaimPolicies is not supported yet.
+	// +optional
+	VolumeClaimPolicies []runtime.RawExtension `json:"volumeClaimPolicies,omitempty"`
 }
 
 // ReplicatedJob is one step of a runtime: a Job template created `replicas`
 // times.
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.dependsOn)",fieldPath=".dependsOn",message="dependsOn is not supported by trainjob-operator yet: all replicated Jobs start together"
-// +kubebuilder:validation:XValidation:rule="!has(self.groupName)",fieldPath=".groupName",message="groupName is not supported by trainjob-operator yet"
+// +kubebuilder:validation:XValidation:rule="!has(self.groupName) || self.groupName == 'default'",fieldPath=".groupName",message="groupName is not supported by trainjob-operator yet: every replicated Job is in group default"
 // +kubebuilder:validation:XValidation:rule="!has(self.template.spec.ttlSecondsAfterFinished)",fieldPath=".template.spec.ttlSecondsAfterFinished",message="a Job-level ttlSecondsAfterFinished would delete Jobs behind the TrainJob's back: set spec.ttlSecondsAfterFinished on the TrainJob instead"
 // +kubebuilder:validation:XValidation:rule="!has(self.template.spec.activeDeadlineSeconds)",fieldPath=".template.spec.activeDeadlineSeconds",message="a Job-level activeDeadlineSeconds would fail Jobs behind the TrainJob's back: set spec.activeDeadlineSeconds on the TrainJob instead"
 // +kubebuilder:validation:XValidation:rule="!has(self.template.spec.suspend)",fieldPath=".template.spec.suspend",message="suspend belongs on the TrainJob (spec.suspend), not in the Job template"
@@ -302,7 +306,8 @@ type ReplicatedJob struct {
 	// +optional
 	DependsOn []runtime.RawExtension `json:"dependsOn,omitempty"`
 
-	// groupName is not supported yet.
+	// groupName may only be default, JobSet's default group, which every
+	// replicated Job is in; other groups are not supported yet.
 	// +optional
 	GroupName *string `json:"groupName,omitempty"`
 }
