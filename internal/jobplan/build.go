@@ -108,7 +108,7 @@ const (
 // runtimePatches applied to rt first. It does not look at the cluster: the
 // same inputs always give the same Plan.
 func Build(trainJob *trainer.TrainJob, rt Runtime) (*Plan, error) {
-	spec, errs := patchedSpec(rt.Spec, trainJob.Spec.RuntimePatches)
+	spec, errs := patchedSpec(rt.Spec, &trainJob.Spec)
 	if len(errs) > 0 {
 		return nil, &Error{Errs: errs}
 	}

@@ -29,24 +29,91 @@ import (
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
 )
 
-// patchedSpec returns spec with the TrainJob's runtimePatches applied, in
-// list order, as Kubeflow Trainer applies them: the template metadata's
-// labels and annotations are added to the runtime template's, and each
-// replicated Job patch is a strategic merge patch of that replicated Job's
-// Job template (containers, init containers, volumes, scheduling gates and
-// image pull secrets merge by name; tolerations replace the runtime's). spec
-// itself is not changed.
-func patchedSpec(spec *trainer.TrainingRuntimeSpec, patches []trainer.RuntimePatch) (*trainer.TrainingRuntimeSpec, field.ErrorList) {
-	if len(patches) == 0 {
+// patchSource is one change to a TrainJob's runtime: a runtime patch, or a
+// Kubeflow v2.0 or v2.1 override written as one, with the paths of the
+// fields it comes from, for errors.
+type patchSource struct {
+	patch trainer.RuntimePatch
+	// rjob is the path of the j-th replicated Job the patch names, pod
+	// that of the Pod spec it sets for it.
+	rjob, pod func(j int) *field.Path
+}
+
+// patchSources are the TrainJob's changes to its runtime, in the order they
+// apply: v2.0's podSpecOverrides, v2.1's podTemplateOverrides, then
+// runtimePatches.
+func patchSources(spec *trainer.TrainJobSpec) []patchSource {
+	var out []patchSource
+	override := func(path *field.Path, targets []trainer.PodTemplateOverrideTargetJob, meta *trainer.PatchMetadata, pod *trainer.PodSpecPatch) {
+		var rjobs []trainer.ReplicatedJobPatch
+		for _, t := range targets {
+			rjobs = append(rjobs, trainer.ReplicatedJobPatch{Name: t.Name, Template: &trainer.JobTemplatePatch{Spec: &trainer.JobSpecPatch{
+				Template: &trainer.PodTemplatePatch{Metadata: meta, Spec: pod},
+			}}})
+		}
+		out = append(out, patchSource{
+			patch: trainer.RuntimePatch{TrainingRuntimeSpec: &trainer.TrainingRuntimeSpecPatch{Template: &trainer.JobSetTemplatePatch{
+				Spec: &trainer.JobSetSpecPatch{ReplicatedJobs: rjobs},
+			}}},
+			rjob: func(j int) *field.Path { return path.Child("targetJobs").Index(j) },
+			pod:  func(int) *field.Path { return path.Child("spec") },
+		})
+	}
+	containers := func(cs []trainer.ContainerOverride) []trainer.ContainerPatch {
+		var out []trainer.ContainerPatch
+		for _, c := range cs {
+			out = append(out, trainer.ContainerPatch{Name: c.Name, Env: c.Env, VolumeMounts: c.VolumeMounts})
+		}
+		return out
+	}
+	for i, o := range spec.PodSpecOverrides {
+		override(field.NewPath("spec", "podSpecOverrides").Index(i), o.TargetJobs, nil, &trainer.PodSpecPatch{
+			ServiceAccountName: o.ServiceAccountName, NodeSelector: o.NodeSelector, Tolerations: o.Tolerations,
+			Volumes: o.Volumes, InitContainers: containers(o.InitContainers), Containers: containers(o.Containers),
+			SchedulingGates: o.SchedulingGates,
+		})
+	}
+	for i, o := range spec.PodTemplateOverrides {
+		var pod *trainer.PodSpecPatch
+		if s := o.Spec; s != nil {
+			pod = &trainer.PodSpecPatch{
+				ServiceAccountName: s.ServiceAccountName, NodeSelector: s.NodeSelector, Affinity: s.Affinity, Tolerations: s.Tolerations,
+				Volumes: s.Volumes, InitContainers: containers(s.InitContainers), Containers: containers(s.Containers),
+				SchedulingGates: s.SchedulingGates, ImagePullSecrets: s.ImagePullSecrets,
+			}
+		}
+		override(field.NewPath("spec", "podTemplateOverrides").Index(i), o.TargetJobs, o.Metadata, pod)
+	}
+	for i, p := range spec.RuntimePatches {
+		rjobs := field.NewPath("spec", "runtimePatches").Index(i).Child("trainingRuntimeSpec", "template", "spec", "replicatedJobs")
+		out = append(out, patchSource{
+			patch: p,
+			rjob:  func(j int) *field.Path { return rjobs.Index(j) },
+			pod:   func(j int) *field.Path { return rjobs.Index(j).Child("template", "spec", "template", "spec") },
+		})
+	}
+	return out
+}
+
+// patchedSpec returns spec with the TrainJob's changes to its runtime
+// applied, in order (patchSources), as Kubeflow Trainer applies them: the
+// template metadata's labels and annotations are added to the runtime
+// template's, and each replicated Job patch is a strategic merge patch of
+// that replicated Job's Job template (containers, init containers,
+// volumes, scheduling gates and image pull secrets merge by name;
+// tolerations replace the runtime's). spec itself is not changed.
+func patchedSpec(spec *trainer.TrainingRuntimeSpec, tj *trainer.TrainJobSpec) (*trainer.TrainingRuntimeSpec, field.ErrorList) {
+	sources := patchSources(tj)
+	if len(sources) == 0 {
 		return spec, nil
 	}
 	out := spec.DeepCopy()
 	var errs field.ErrorList
-	for i, p := range patches {
+	for _, src := range sources {
+		p := src.patch
 		if p.TrainingRuntimeSpec == nil || p.TrainingRuntimeSpec.Template == nil {
 			continue
 		}
-		path := field.NewPath("spec", "runtimePatches").Index(i).Child("trainingRuntimeSpec", "template")
 		tmpl := p.TrainingRuntimeSpec.Template
 		if m := tmpl.Metadata; m != nil {
 			out.Template.Metadata.Labels = merge(out.Template.Metadata.Labels, m.Labels)
@@ -56,20 +123,19 @@ func patchedSpec(spec *trainer.TrainingRuntimeSpec, patches []trainer.RuntimePat
 			continue
 		}
 		for j, rp := range tmpl.Spec.ReplicatedJobs {
-			rpPath := path.Child("spec", "replicatedJobs").Index(j)
 			k := slices.IndexFunc(out.Template.Spec.ReplicatedJobs, func(r trainer.ReplicatedJob) bool { return r.Name == rp.Name })
 			if k < 0 {
-				errs = append(errs, field.NotFound(rpPath.Child("name"), rp.Name))
+				errs = append(errs, field.NotFound(src.rjob(j).Child("name"), rp.Name))
 				continue
 			}
 			rjob := &out.Template.Spec.ReplicatedJobs[k]
-			if e := checkPatch(rpPath, &rp, &rjob.Template.Spec.Template.Spec); len(e) > 0 {
+			if e := checkPatch(src.pod(j), &rp, &rjob.Template.Spec.Template.Spec); len(e) > 0 {
 				errs = append(errs, e...)
 				continue
 			}
 			patched, err := patchJobTemplate(&rjob.Template, rp.Template)
 			if err != nil {
-				errs = append(errs, field.Invalid(rpPath.Child("template"), "{...}", err.Error()))
+				errs = append(errs, field.Invalid(src.rjob(j), "{...}", err.Error()))
 				continue
 			}
 			rjob.Template = *patched
@@ -80,13 +146,13 @@ func patchedSpec(spec *trainer.TrainingRuntimeSpec, patches []trainer.RuntimePat
 
 // checkPatch refuses a replicated Job patch that names a container the
 // replicated Job does not have, or that sets the environment of the trainer
-// container, which comes from spec.trainer alone.
-func checkPatch(path *field.Path, rp *trainer.ReplicatedJobPatch, pod *corev1.PodSpec) field.ErrorList {
+// container, which comes from spec.trainer alone. podPath is the path of
+// the Pod spec the patch sets.
+func checkPatch(podPath *field.Path, rp *trainer.ReplicatedJobPatch, pod *corev1.PodSpec) field.ErrorList {
 	if rp.Template == nil || rp.Template.Spec == nil || rp.Template.Spec.Template == nil || rp.Template.Spec.Template.Spec == nil {
 		return nil
 	}
 	spec := rp.Template.Spec.Template.Spec
-	podPath := path.Child("template", "spec", "template", "spec")
 	var errs field.ErrorList
 	check := func(kind string, patches []trainer.ContainerPatch, have []corev1.Container) {
 		for i, c := range patches {

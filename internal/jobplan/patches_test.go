@@ -172,3 +172,59 @@ func TestRuntimePatchErrors(t *testing.T) {
 		})
 	}
 }
+
+// Kubeflow v2.0's podSpecOverrides and v2.1's podTemplateOverrides apply as
+// runtime patches do, in that order and before runtimePatches.
+func TestKubeflowOverrides(t *testing.T) {
+	rjob := utiltesting.MakeReplicatedJob("node").Trainer().Containers(
+		corev1.Container{Name: "node", Image: "trainer:1"},
+		corev1.Container{Name: "sidecar", Image: "sidecar:1"},
+	).Obj()
+	spec := utiltesting.MakeRuntimeSpec().ReplicatedJobs(rjob)
+	tj := utiltesting.MakeTrainJob("tj", "ns").Obj()
+	targets := []trainer.PodTemplateOverrideTargetJob{{Name: "node"}}
+	tj.Spec.PodSpecOverrides = []trainer.PodSpecOverride{{
+		TargetJobs:   targets,
+		NodeSelector: map[string]string{"pool": "v20", "zone": "a"},
+		Tolerations:  []corev1.Toleration{{Key: "v20", Operator: corev1.TolerationOpExists}},
+	}}
+	tj.Spec.PodTemplateOverrides = []trainer.PodTemplateOverride{{
+		TargetJobs: targets,
+		Metadata:   &trainer.PatchMetadata{Labels: map[string]string{"team": "vision"}},
+		Spec: &trainer.PodTemplateSpecOverride{
+			NodeSelector: map[string]string{"pool": "v21"},
+			Containers:   []trainer.ContainerOverride{{Name: "sidecar", Env: []corev1.EnvVar{{Name: "LEVEL", Value: "debug"}}}},
+		},
+	}}
+	tj.Spec.RuntimePatches = []trainer.RuntimePatch{podPatch("example.com/m", "node", nil, &trainer.PodSpecPatch{NodeSelector: map[string]string{"zone": "b"}})}
+
+	plan, err := Build(tj, clusterRuntime(spec))
+	if err != nil {
+		t.Fatalf("Build: %v", err)
+	}
+	pod := plan.Jobs[0].Spec.Template
+	if want := map[string]string{"pool": "v21", "zone": "b"}; !cmp.Equal(pod.Spec.NodeSelector, want) {
+		t.Errorf("nodeSelector = %v, want %v: each later change wins", pod.Spec.NodeSelector, want)
+	}
+	if len(pod.Spec.Tolerations) != 1 || pod.Spec.Tolerations[0].Key != "v20" {
+		t.Errorf("tolerations = %v, want podSpecOverrides'", pod.Spec.Tolerations)
+	}
+	if pod.Labels["team"] != "vision" {
+		t.Errorf("Pod labels %v lack podTemplateOverrides'", pod.Labels)
+	}
+	if c := pod.Spec.Containers[1]; c.Name != "sidecar" || len(c.Env) != 1 || c.Env[0].Value != "debug" {
+		t.Errorf("sidecar = %+v, want podTemplateOverrides' env", c)
+	}
+
+	tj.Spec.PodTemplateOverrides[0].TargetJobs = []trainer.PodTemplateOverrideTargetJob{{Name: "node"}, {Name: "launcher"}}
+	tj.Spec.PodTemplateOverrides[0].Spec.Containers[0].Name = "logger"
+	_, err = Build(tj, clusterRuntime(spec))
+	for _, want := range []string{
+		`spec.podTemplateOverrides[0].targetJobs[1].name: Not found: "launcher"`,
+		`spec.podTemplateOverrides[0].spec.containers[0].name: Invalid value: "logger"`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Build error = %v, want it to contain %s", err, want)
+		}
+	}
+}

@@ -33,7 +33,9 @@ import (
 //
 // Kueue admits and stops a TrainJob with a full update built on Kubeflow's
 // types, which have none of the fields this project adds to the TrainJob
-// (spec.ttlSecondsAfterFinished, spec.labels, spec.annotations): the
+// (spec.ttlSecondsAfterFinished) or keeps from Kubeflow v2.0 and v2.1
+// (spec.labels, spec.annotations, spec.podTemplateOverrides,
+// spec.podSpecOverrides): the
 // update leaves them out, and the API server would drop them. An update
 // that leaves out such a field the TrainJob has, from a client that names
 // no field manager (controllers writing whole objects; Kueue names none),
@@ -46,7 +48,7 @@ import (
 // one of these fields the TrainJob has, so every other write goes on
 // without it.
 //
-// +kubebuilder:webhook:path=/mutate-trainer-kubeflow-org-v1alpha1-trainjob,mutating=true,failurePolicy=fail,sideEffects=None,groups=trainer.kubeflow.org,resources=trainjobs,verbs=update,versions=v1alpha1,name=mtrainjob.trainer.kubeflow.org,admissionReviewVersions=v1,patch=`{"matchConditions":[{"name":"leaves-out-a-field-of-ours","expression":"has(object.spec) && has(oldObject.spec) && ((has(oldObject.spec.ttlSecondsAfterFinished) && !has(object.spec.ttlSecondsAfterFinished)) || (has(oldObject.spec.labels) && !has(object.spec.labels)) || (has(oldObject.spec.annotations) && !has(object.spec.annotations)))"}]}`
+// +kubebuilder:webhook:path=/mutate-trainer-kubeflow-org-v1alpha1-trainjob,mutating=true,failurePolicy=fail,sideEffects=None,groups=trainer.kubeflow.org,resources=trainjobs,verbs=update,versions=v1alpha1,name=mtrainjob.trainer.kubeflow.org,admissionReviewVersions=v1,patch=`{"matchConditions":[{"name":"leaves-out-a-field-of-ours","expression":"has(object.spec) && has(oldObject.spec) && ((has(oldObject.spec.ttlSecondsAfterFinished) && !has(object.spec.ttlSecondsAfterFinished)) || (has(oldObject.spec.labels) && !has(object.spec.labels)) || (has(oldObject.spec.annotations) && !has(object.spec.annotations)) || (has(oldObject.spec.podTemplateOverrides) && !has(object.spec.podTemplateOverrides)) || (has(oldObject.spec.podSpecOverrides) && !has(object.spec.podSpecOverrides)))"}]}`
 
 // FieldKeeper keeps the fields of ours that an update from a client built
 // on Kubeflow's types leaves out.
@@ -101,6 +103,14 @@ func keepFields(old, tj *trainer.TrainJob) []string {
 	if old.Spec.Annotations != nil && tj.Spec.Annotations == nil {
 		tj.Spec.Annotations = old.Spec.Annotations
 		kept = append(kept, "spec.annotations")
+	}
+	if old.Spec.PodTemplateOverrides != nil && tj.Spec.PodTemplateOverrides == nil {
+		tj.Spec.PodTemplateOverrides = old.Spec.PodTemplateOverrides
+		kept = append(kept, "spec.podTemplateOverrides")
+	}
+	if old.Spec.PodSpecOverrides != nil && tj.Spec.PodSpecOverrides == nil {
+		tj.Spec.PodSpecOverrides = old.Spec.PodSpecOverrides
+		kept = append(kept, "spec.podSpecOverrides")
 	}
 	return kept
 }

@@ -36,12 +36,17 @@ func TestFieldKeeper(t *testing.T) {
 	stored := utiltesting.MakeTrainJob("tj", "ns").TTL(600).Obj()
 	stored.Spec.Labels = map[string]string{"team": "a"}
 	stored.Spec.Annotations = map[string]string{"note": "a"}
+	stored.Spec.PodTemplateOverrides = []trainer.PodTemplateOverride{{
+		TargetJobs: []trainer.PodTemplateOverrideTargetJob{{Name: "node"}},
+		Spec:       &trainer.PodTemplateSpecOverride{NodeSelector: map[string]string{"pool": "a"}},
+	}}
 	// What a client built on Kubeflow's types sends back: the same
 	// TrainJob, suspended, without the fields Kubeflow does not have.
 	kubeflowTyped := func() *trainer.TrainJob {
 		tj := stored.DeepCopy()
 		tj.Spec.Suspend = ptr.To(true)
 		tj.Spec.TTLSecondsAfterFinished, tj.Spec.Labels, tj.Spec.Annotations = nil, nil, nil
+		tj.Spec.PodTemplateOverrides = nil
 		return tj
 	}
 	cases := map[string]struct {
@@ -66,6 +71,7 @@ func TestFieldKeeper(t *testing.T) {
 			want: func() *trainer.TrainJob {
 				tj := utiltesting.MakeTrainJob("tj", "ns").TTL(60).Obj()
 				tj.Spec.Labels, tj.Spec.Annotations = stored.Spec.Labels, stored.Spec.Annotations
+				tj.Spec.PodTemplateOverrides = stored.Spec.PodTemplateOverrides
 				return tj
 			}(),
 		},

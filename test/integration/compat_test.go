@@ -142,9 +142,9 @@ func TestSchemaRejectsWhatItCannotRun(t *testing.T) {
 				"          replicatedJobs:\n          - name: node\n            template:\n              metadata:\n                name: other\n"),
 			want: []string{"spec.runtimePatches[0].trainingRuntimeSpec.template.spec.replicatedJobs[0].template.metadata", "labels and annotations only"},
 		},
-		"podTemplateOverrides": {
-			manifest: trainJob("  podTemplateOverrides:\n  - targetJobs:\n    - name: node\n"),
-			want:     []string{"spec.podTemplateOverrides", "not supported"},
+		"podTemplateOverrides without a target": {
+			manifest: trainJob("  podTemplateOverrides:\n  - targetJobs: []\n    spec:\n      nodeSelector:\n        a: b\n"),
+			want:     []string{"spec.podTemplateOverrides[0].targetJobs", "should have at least 1 items"},
 		},
 		"zero deadline": {
 			manifest: trainJob("  activeDeadlineSeconds: 0\n"),

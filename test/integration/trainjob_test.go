@@ -354,3 +354,49 @@ func TestLeavesOtherManagersAlone(t *testing.T) {
 		return err
 	})
 }
+
+// A Kubeflow v2.1 TrainJob's podTemplateOverrides, and the runtimePatches
+// that replaced them, reach the child Jobs' Pods; a patch written while the
+// TrainJob waits suspended, as Kueue writes the flavor it admits it on,
+// reaches them when it resumes.
+func TestOverridesAndPatchesReachThePods(t *testing.T) {
+	ns := newNamespace(t)
+	torchRuntime(t, ns, utiltesting.MakeRuntimeSpec().Torch())
+	tj := trainJobOn("patched", ns).NumNodes(1).Suspend(true).Obj()
+	tj.Spec.PodTemplateOverrides = []trainer.PodTemplateOverride{{
+		TargetJobs: []trainer.PodTemplateOverrideTargetJob{{Name: "node"}},
+		Spec:       &trainer.PodTemplateSpecOverride{NodeSelector: map[string]string{"pool": "train"}},
+	}}
+	create(t, tj)
+	job := waitJob(t, ns, "patched-node-0")
+	if got := job.Spec.Template.Spec.NodeSelector; got["pool"] != "train" {
+		t.Errorf("nodeSelector = %v, want podTemplateOverrides' pool=train", got)
+	}
+	waitCondition(t, ns, "patched", trainer.TrainJobSuspended, metav1.ConditionTrue, trainer.TrainJobSuspendedReason)
+
+	updateTrainJob(t, ns, "patched", func(tj *trainer.TrainJob) {
+		tj.Spec.RuntimePatches = []trainer.RuntimePatch{{
+			Manager: trainer.KueueManager,
+			TrainingRuntimeSpec: &trainer.TrainingRuntimeSpecPatch{Template: &trainer.JobSetTemplatePatch{Spec: &trainer.JobSetSpecPatch{
+				ReplicatedJobs: []trainer.ReplicatedJobPatch{{Name: "node", Template: &trainer.JobTemplatePatch{Spec: &trainer.JobSpecPatch{
+					Template: &trainer.PodTemplatePatch{Spec: &trainer.PodSpecPatch{
+						NodeSelector: map[string]string{"flavor": "spot"},
+						Tolerations:  []corev1.Toleration{{Key: "spot", Operator: corev1.TolerationOpExists}},
+					}},
+				}}}},
+			}}},
+		}}
+		tj.Spec.Suspend = ptr.To(false)
+	})
+	eventually(t, "the Job resumed with the flavor", func() error {
+		job, err := getJob(ns, "patched-node-0")
+		if err != nil {
+			return err
+		}
+		pod := job.Spec.Template.Spec
+		if ptr.Deref(job.Spec.Suspend, true) || pod.NodeSelector["flavor"] != "spot" || pod.NodeSelector["pool"] != "train" || len(pod.Tolerations) != 1 {
+			return fmt.Errorf("suspend %v, nodeSelector %v, tolerations %v", job.Spec.Suspend, pod.NodeSelector, pod.Tolerations)
+		}
+		return nil
+	})
+}

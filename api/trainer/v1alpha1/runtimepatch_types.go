@@ -256,3 +256,151 @@ type ContainerPatch struct {
 	// +optional
 	SecurityContext *corev1.SecurityContext `json:"securityContext,omitempty"`
 }
+
+// PodTemplateOverride is Kubeflow Trainer v2.1's way to change the Pod
+// template of replicated Jobs, kept so that v2.1 TrainJobs apply unchanged.
+// It applies as a runtime patch of each target Job's Pod template, before
+// spec.runtimePatches; later overrides win over earlier ones.
+type PodTemplateOverride struct {
+	// targetJobs are the replicated Jobs to change.
+	// +kubebuilder:validation:MinItems=1
+	// +listType=atomic
+	// +required
+	TargetJobs []PodTemplateOverrideTargetJob `json:"targetJobs"`
+
+	// metadata adds labels and annotations to the Pods.
+	// +optional
+	Metadata *PatchMetadata `json:"metadata,omitempty"`
+
+	// spec changes the Pods' spec.
+	// +optional
+	Spec *PodTemplateSpecOverride `json:"spec,omitempty"`
+}
+
+// PodTemplateOverrideTargetJob names a replicated Job.
+type PodTemplateOverrideTargetJob struct {
+	// name of the replicated Job.
+	// +kubebuilder:validation:MinLength=1
+	// +required
+	Name string `json:"name"`
+}
+
+// PodTemplateSpecOverride holds the Pod spec fields a v2.1 override may set.
+type PodTemplateSpecOverride struct {
+	// serviceAccountName of the Pods.
+	// +optional
+	ServiceAccountName *string `json:"serviceAccountName,omitempty"`
+
+	// nodeSelector added to the Pods'.
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// affinity of the Pods, merged into the runtime's.
+	// +optional
+	Affinity *corev1.Affinity `json:"affinity,omitempty"`
+
+	// tolerations of the Pods; they replace the runtime's.
+	// +listType=atomic
+	// +optional
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+
+	// volumes added to the Pods.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Volumes []corev1.Volume `json:"volumes,omitempty"`
+
+	// initContainers changes init containers of the runtime, by name.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	InitContainers []ContainerOverride `json:"initContainers,omitempty"`
+
+	// containers changes containers of the runtime, by name.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Containers []ContainerOverride `json:"containers,omitempty"`
+
+	// schedulingGates added to the Pods.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	SchedulingGates []corev1.PodSchedulingGate `json:"schedulingGates,omitempty"`
+
+	// imagePullSecrets added to the Pods.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
+}
+
+// ContainerOverride changes a container of the runtime, named by name (v2.0
+// and v2.1).
+type ContainerOverride struct {
+	// name of the container; the replicated Job must have it.
+	// +kubebuilder:validation:MinLength=1
+	// +required
+	Name string `json:"name"`
+
+	// env merged into the container's environment; not on the trainer
+	// container node, whose environment comes from spec.trainer.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Env []corev1.EnvVar `json:"env,omitempty"`
+
+	// volumeMounts added to the container.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	VolumeMounts []corev1.VolumeMount `json:"volumeMounts,omitempty"`
+}
+
+// PodSpecOverride is Kubeflow Trainer v2.0's way to change the Pod spec of
+// replicated Jobs, kept so that v2.0 TrainJobs apply unchanged. It applies as
+// a PodTemplateOverride does.
+type PodSpecOverride struct {
+	// targetJobs are the replicated Jobs to change.
+	// +kubebuilder:validation:MinItems=1
+	// +listType=atomic
+	// +required
+	TargetJobs []PodTemplateOverrideTargetJob `json:"targetJobs"`
+
+	// serviceAccountName of the Pods.
+	// +optional
+	ServiceAccountName *string `json:"serviceAccountName,omitempty"`
+
+	// nodeSelector added to the Pods'.
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// tolerations of the Pods; they replace the runtime's.
+	// +listType=atomic
+	// +optional
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+
+	// volumes added to the Pods.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Volumes []corev1.Volume `json:"volumes,omitempty"`
+
+	// initContainers changes init containers of the runtime, by name.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	InitContainers []ContainerOverride `json:"initContainers,omitempty"`
+
+	// containers changes containers of the runtime, by name.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Containers []ContainerOverride `json:"containers,omitempty"`
+
+	// schedulingGates added to the Pods.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	SchedulingGates []corev1.PodSchedulingGate `json:"schedulingGates,omitempty"`
+}

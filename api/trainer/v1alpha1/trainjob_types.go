@@ -140,8 +140,8 @@ type TrainJobList struct {
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.initializer)",fieldPath=".initializer",message="initializer is not supported by trainjob-operator yet: remove it and fetch the dataset and model from the trainer"
 // +kubebuilder:validation:XValidation:rule="(has(self.runtimePatches) ? self.runtimePatches : []) == (has(oldSelf.runtimePatches) ? oldSelf.runtimePatches : []) || (has(self.suspend) && self.suspend) || (has(oldSelf.suspend) && oldSelf.suspend)",fieldPath=".runtimePatches",reason=FieldValueForbidden,message="runtimePatches can change only while the TrainJob is suspended, before or after the change"
-// +kubebuilder:validation:XValidation:rule="!has(self.podTemplateOverrides)",fieldPath=".podTemplateOverrides",message="podTemplateOverrides is not supported by trainjob-operator yet: put the changes in a TrainingRuntime of your own"
-// +kubebuilder:validation:XValidation:rule="!has(self.podSpecOverrides)",fieldPath=".podSpecOverrides",message="podSpecOverrides is not supported by trainjob-operator yet: put the changes in a TrainingRuntime of your own"
+// +kubebuilder:validation:XValidation:rule="(has(self.podTemplateOverrides) ? self.podTemplateOverrides : []) == (has(oldSelf.podTemplateOverrides) ? oldSelf.podTemplateOverrides : []) || (has(self.suspend) && self.suspend) || (has(oldSelf.suspend) && oldSelf.suspend)",fieldPath=".podTemplateOverrides",reason=FieldValueForbidden,message="podTemplateOverrides can change only while the TrainJob is suspended, before or after the change"
+// +kubebuilder:validation:XValidation:rule="(has(self.podSpecOverrides) ? self.podSpecOverrides : []) == (has(oldSelf.podSpecOverrides) ? oldSelf.podSpecOverrides : []) || (has(self.suspend) && self.suspend) || (has(oldSelf.suspend) && oldSelf.suspend)",fieldPath=".podSpecOverrides",reason=FieldValueForbidden,message="podSpecOverrides can change only while the TrainJob is suspended, before or after the change"
 // +kubebuilder:validation:XValidation:rule="has(self.trainer) == has(oldSelf.trainer)",fieldPath=".trainer",message="trainer is immutable: it cannot be added or removed once the TrainJob exists"
 // +kubebuilder:validation:XValidation:rule="has(self.labels) == has(oldSelf.labels) || size(has(self.labels) ? self.labels : oldSelf.labels) == 0",fieldPath=".labels",message="labels are immutable: they are given to the TrainJob's Jobs when they are created, so a change would not reach them"
 // +kubebuilder:validation:XValidation:rule="has(self.annotations) == has(oldSelf.annotations) || size(has(self.annotations) ? self.annotations : oldSelf.annotations) == 0",fieldPath=".annotations",message="annotations are immutable: they are given to the TrainJob's Jobs when they are created, so a change would not reach them"
@@ -219,15 +219,23 @@ type TrainJobSpec struct {
 	// +optional
 	RuntimePatches []RuntimePatch `json:"runtimePatches,omitempty"`
 
-	// podTemplateOverrides is a Kubeflow Trainer field this controller does
-	// not support yet; a TrainJob that sets it is rejected.
+	// podTemplateOverrides change the Pod templates of replicated Jobs, as
+	// in Kubeflow Trainer v2.1 (v2.2 replaced them with runtimePatches);
+	// kept so that v2.1 TrainJobs apply unchanged. They apply before
+	// runtimePatches, later overrides winning over earlier ones, and
+	// change only while the TrainJob is suspended.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
 	// +optional
-	PodTemplateOverrides []runtime.RawExtension `json:"podTemplateOverrides,omitempty"`
+	PodTemplateOverrides []PodTemplateOverride `json:"podTemplateOverrides,omitempty"`
 
-	// podSpecOverrides is a Kubeflow Trainer field this controller does not
-	// support yet; a TrainJob that sets it is rejected.
+	// podSpecOverrides change the Pod specs of replicated Jobs, as in
+	// Kubeflow Trainer v2.0; kept so that v2.0 TrainJobs apply unchanged.
+	// They apply before podTemplateOverrides.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
 	// +optional
-	PodSpecOverrides []runtime.RawExtension `json:"podSpecOverrides,omitempty"`
+	PodSpecOverrides []PodSpecOverride `json:"podSpecOverrides,omitempty"`
 }
 
 // RuntimeRef references a TrainingRuntime (in the TrainJob's namespace) or a
