@@ -87,8 +87,9 @@ const (
 	// TrainJobJobsCompletedReason is the Complete=True reason.
 	TrainJobJobsCompletedReason = "AllJobsCompleted"
 
-	// TrainJobJobFailedReason is the Failed=True reason when a child Job failed.
-	TrainJobJobFailedReason = "JobFailed"
+	// TrainJobJobFailedReason is the Failed=True reason when a child Job
+	// failed: FailedJobs, as JobSet and so Kubeflow Trainer name it.
+	TrainJobJobFailedReason = "FailedJobs"
 	// TrainJobJobDeletedReason is the Failed=True reason when a child Job was
 	// deleted before it finished: its outcome is unknown and it is not re-run.
 	TrainJobJobDeletedReason = "JobDeleted"

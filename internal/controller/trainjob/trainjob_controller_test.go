@@ -321,7 +321,7 @@ func TestReconcile(t *testing.T) {
 			},
 			wantJobs: []jobState{{Name: "tj-worker-0"}, {Name: "tj-worker-1", Suspend: true}},
 			wantEvents: []string{
-				"Warning JobFailed Job tj-worker-0 failed: BackoffLimitExceeded: Job has reached the specified backoff limit",
+				"Warning FailedJobs Job tj-worker-0 failed: BackoffLimitExceeded: Job has reached the specified backoff limit",
 			},
 		},
 		"a Job deleted before it finished fails the TrainJob": {

@@ -142,7 +142,7 @@ func TestReconcile(t *testing.T) {
 			live:        base.Clone().Condition(failed(now)).TTL(0).Obj(),
 			wantDeleted: true,
 			wantPolicy:  lifecycle.PolicyTTL,
-			wantEvents:  []string{"Normal Deleting Deleting the TrainJob: it finished (Failed, JobFailed) at 2026-03-01T10:00:00Z and its ttlSecondsAfterFinished of 0s expired"},
+			wantEvents:  []string{"Normal Deleting Deleting the TrainJob: it finished (Failed, FailedJobs) at 2026-03-01T10:00:00Z and its ttlSecondsAfterFinished of 0s expired"},
 		},
 		"TTL extended where the cache has not seen it yet: kept": {
 			cached:      done.Clone().TTL(10).Obj(),
@@ -188,7 +188,7 @@ func TestReconcile(t *testing.T) {
 			retention:   &configv1alpha1.TrainJobRetentionPolicy{AfterFinished: dur(time.Hour), AfterFailed: dur(0)},
 			wantDeleted: true,
 			wantPolicy:  lifecycle.PolicyAfterFailed,
-			wantEvents:  []string{"Normal Deleting Deleting the TrainJob: it finished (Failed, JobFailed) at 2026-03-01T09:59:00Z and the cluster's retention policy afterFailed of 0s expired"},
+			wantEvents:  []string{"Normal Deleting Deleting the TrainJob: it finished (Failed, FailedJobs) at 2026-03-01T09:59:00Z and the cluster's retention policy afterFailed of 0s expired"},
 		},
 		"retention afterFailed does not apply to Complete": {
 			live:      done.Clone().Obj(),
