@@ -492,3 +492,72 @@ func TestFieldsOfOursSurviveKubeflowTypedUpdates(t *testing.T) {
 		t.Errorf("ttlSecondsAfterFinished = %d after kubectl removed it, want none", *got.Spec.TTLSecondsAfterFinished)
 	}
 }
+
+// What Kubeflow Trainer v2.3's runtime-patches example exercises, in a
+// TrainJob of our own: a platform team's patch adds labels and annotations
+// to the Jobs and places the Pods (service account, node selector,
+// toleration); the trainer's resourcesPerNode merges into the runtime's and
+// decides the processes per node.
+func TestKubeflowRuntimePatchesExample(t *testing.T) {
+	ns := newNamespace(t)
+	create(t, utiltesting.MakeRuntimeSpec().Torch().Runtime("torch-distributed", ns))
+	manifest := `apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata:
+  name: patched-example
+spec:
+  runtimeRef:
+    kind: TrainingRuntime
+    name: torch-distributed
+  trainer:
+    numNodes: 2
+    command: [torchrun, train.py]
+    env:
+    - name: CUSTOM_VAR
+      value: custom-value
+    resourcesPerNode:
+      requests: {cpu: "2", memory: 4Gi}
+      limits: {cpu: "4", memory: 8Gi}
+  runtimePatches:
+  - manager: example.io/platform-team
+    trainingRuntimeSpec:
+      template:
+        metadata:
+          labels: {team: ml-platform}
+          annotations: {prometheus.io/scrape: "true"}
+        spec:
+          replicatedJobs:
+          - name: node
+            template:
+              spec:
+                template:
+                  spec:
+                    serviceAccountName: training-sa
+                    nodeSelector: {node-type: training}
+                    tolerations:
+                    - {key: training-workload, operator: Equal, value: "true", effect: NoSchedule}
+`
+	f := filepath.Join(t.TempDir(), "trainjob.yaml")
+	if err := os.WriteFile(f, []byte(manifest), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := kubectl(t, "apply", "--server-side", "-n", ns, "-f", f); err != nil {
+		t.Fatalf("kubectl apply: %v\n%s", err, out)
+	}
+	job := waitJob(t, ns, "patched-example-node-0")
+	if job.Labels["team"] != "ml-platform" || job.Annotations["prometheus.io/scrape"] != "true" {
+		t.Errorf("Job labels %v, annotations %v: want the patch's", job.Labels, job.Annotations)
+	}
+	pod := job.Spec.Template.Spec
+	if pod.ServiceAccountName != "training-sa" || pod.NodeSelector["node-type"] != "training" ||
+		len(pod.Tolerations) != 1 || pod.Tolerations[0].Key != "training-workload" {
+		t.Errorf("Pod spec: serviceAccountName %q, nodeSelector %v, tolerations %v; want the patch's", pod.ServiceAccountName, pod.NodeSelector, pod.Tolerations)
+	}
+	res := pod.Containers[0].Resources
+	if res.Requests.Cpu().String() != "2" || res.Limits.Cpu().String() != "4" || res.Limits.Memory().String() != "8Gi" {
+		t.Errorf("resources = %v, want the TrainJob's resourcesPerNode", res)
+	}
+	if env := envOf(job); env["PET_NPROC_PER_NODE"] != "2" || env["CUSTOM_VAR"] != "custom-value" || env["PET_NNODES"] != "2" {
+		t.Errorf("env %v: want 2 processes per node (the CPU request), and the TrainJob's variable", env)
+	}
+}
