@@ -146,6 +146,10 @@ func TestSchemaRejectsWhatItCannotRun(t *testing.T) {
 			manifest: trainJob("  podTemplateOverrides:\n  - targetJobs: []\n    spec:\n      nodeSelector:\n        a: b\n"),
 			want:     []string{"spec.podTemplateOverrides[0].targetJobs", "should have at least 1 items"},
 		},
+		"a command argument over Kubeflow's 1 MiB": {
+			manifest: trainJob("  trainer:\n    command:\n    - '" + strings.Repeat("x", 1048577) + "'\n"),
+			want:     []string{"spec.trainer.command[0]", "may not be more than 1048576"},
+		},
 		"zero deadline": {
 			manifest: trainJob("  activeDeadlineSeconds: 0\n"),
 			want:     []string{"spec.activeDeadlineSeconds", "greater than or equal to 1"},

@@ -266,21 +266,21 @@ type RuntimeRef struct {
 // container named "node".
 type Trainer struct {
 	// image of the trainer container.
-	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:MaxLength=500
 	// +optional
 	Image *string `json:"image,omitempty"`
 
 	// command of the trainer container.
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=128
-	// +kubebuilder:validation:items:MaxLength=65536
+	// +kubebuilder:validation:items:MaxLength=1048576
 	// +optional
 	Command []string `json:"command,omitempty"`
 
 	// args of the trainer container.
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=128
-	// +kubebuilder:validation:items:MaxLength=65536
+	// +kubebuilder:validation:items:MaxLength=1048576
 	// +optional
 	Args []string `json:"args,omitempty"`
 
