@@ -33,8 +33,12 @@ help: ## Show this help.
 ##@ Development
 
 .PHONY: tools
-tools: ## Build the pinned tools and control-plane binaries into bin/ (only what is missing or stale).
+tools: ## Build the pinned tools and control-plane binaries into bin/ (only what is missing or stale; not Kueue).
 	@hack/build-tools.sh
+
+.PHONY: kueue
+kueue: ## Build Kueue (hack/tools/kueue) into bin/; about 15 minutes the first time. make dev KUEUE=1 and make test run it.
+	@hack/build-tools.sh kueue
 
 .PHONY: generate
 generate: ## Generate DeepCopy methods from the API types.
@@ -69,6 +73,7 @@ verify: generate manifests ## Fail if generated files, go.mod or formatting drif
 	go mod tidy
 	cd hack/tools && go mod tidy
 	cd hack/tools/golangci-lint && go mod tidy
+	cd hack/tools/kueue && GONOSUMDB=sigs.k8s.io/scheduler-library go mod tidy
 	cd bench && go mod tidy
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed on:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	@git diff --exit-code -- api config go.mod go.sum hack bench/go.mod bench/go.sum || { echo; echo "Generated files or go.mod are out of date: run 'make generate manifests' and 'go mod tidy', then commit."; exit 1; }
@@ -84,13 +89,18 @@ build: ## Build the manager, trainctl and the local cluster's trainjob-dev into 
 
 ##@ Local cluster
 
+# KUEUE=1 (make dev KUEUE=1, make dev-up KUEUE=1) also runs Kueue beside the
+# manager, building it first if needed: see docs/kueue.md.
+KUEUE ?=
+DEV_KUEUE := $(if $(filter 1 true yes,$(KUEUE)),kueue)
+
 .PHONY: dev
-dev: tools build ## Run the product on a local control plane, apply the samples and show their lifecycles; Ctrl-C tears down.
-	$(BIN)/trainjob-dev run
+dev: tools build $(DEV_KUEUE) ## Run the product on a local control plane, apply the samples and show their lifecycles; Ctrl-C tears down (KUEUE=1: with Kueue).
+	$(BIN)/trainjob-dev run $(if $(DEV_KUEUE),--kueue)
 
 .PHONY: dev-up
-dev-up: tools build ## Bring the local cluster and the manager up and leave them running (kubeconfig: .dev/kubeconfig).
-	$(BIN)/trainjob-dev up
+dev-up: tools build $(DEV_KUEUE) ## Bring the local cluster and the manager up and leave them running (kubeconfig: .dev/kubeconfig; KUEUE=1: with Kueue).
+	$(BIN)/trainjob-dev up $(if $(DEV_KUEUE),--kueue)
 
 .PHONY: dev-down
 dev-down: ## Stop the manager and delete the local cluster.

@@ -75,6 +75,10 @@ type Options struct {
 	// ManagerArgs are added to the manager's command line when Up or
 	// RestartManager start it (flags override its configuration file).
 	ManagerArgs []string
+	// Kueue also runs Kueue, built into BinDir by `hack/build-tools.sh
+	// kueue`, with its TrainJob integration on (see kueue.go), and taints
+	// half of the nodes (PoolLabel).
+	Kueue bool
 }
 
 func (o *Options) defaults() {
@@ -114,6 +118,10 @@ type state struct {
 	MetricsPort int `json:"metricsPort"`
 	HealthPort  int `json:"healthPort"`
 	ManagerPID  int `json:"managerPID"`
+	// Kueue's, with Options.Kueue.
+	KueueWebhookPort int `json:"kueueWebhookPort,omitempty"`
+	KueueHealthPort  int `json:"kueueHealthPort,omitempty"`
+	KueuePID         int `json:"kueuePID,omitempty"`
 }
 
 // Namespace the manager's objects go to.
@@ -147,6 +155,11 @@ func Up(ctx context.Context, o Options) error {
 	for _, b := range requiredBinaries {
 		if _, err := os.Stat(filepath.Join(o.BinDir, b)); err != nil {
 			return fmt.Errorf("%s is missing from %s: run 'make tools build' first", b, o.BinDir)
+		}
+	}
+	if o.Kueue {
+		if _, err := os.Stat(filepath.Join(o.BinDir, "kueue")); err != nil {
+			return fmt.Errorf("kueue is missing from %s: run 'hack/build-tools.sh kueue' first (make dev KUEUE=1 does)", o.BinDir)
 		}
 	}
 	if err := os.MkdirAll(o.WorkDir, 0o755); err != nil {
@@ -205,6 +218,13 @@ func Up(ctx context.Context, o Options) error {
 	if err := saveState(o, st); err != nil {
 		return err
 	}
+	if o.Kueue {
+		err := ensureKueue(ctx, cl, o, &st)
+		// Saved even on failure: Down stops the Kueue that started.
+		if err := errors.Join(err, saveState(o, st)); err != nil {
+			return err
+		}
+	}
 	step(o, "ready in %s: export KUBECONFIG=%s", time.Since(start).Round(100*time.Millisecond), o.Kubeconfig())
 	return nil
 }
@@ -225,6 +245,15 @@ func Down(ctx context.Context, o Options) error {
 	// Replicas a test started and did not stop.
 	for _, pid := range managersOf(o) {
 		step(o, "stopping a manager replica (pid %d)", pid)
+		errs = append(errs, stopProcess(pid))
+	}
+	if st.KueuePID != 0 && processAlive(st.KueuePID) {
+		step(o, "stopping Kueue (pid %d)", st.KueuePID)
+		errs = append(errs, stopProcess(st.KueuePID))
+	}
+	// A Kueue an aborted run started and did not record.
+	for _, pid := range kueuesOf(o) {
+		step(o, "stopping Kueue (pid %d)", pid)
 		errs = append(errs, stopProcess(pid))
 	}
 	if exists, err := kwokClusterExists(ctx, o); err != nil {
@@ -373,13 +402,44 @@ func SimulatedNode(name string, capacity corev1.ResourceList) *corev1.Node {
 func ensureNodes(ctx context.Context, cl client.Client, o Options) error {
 	step(o, "%d simulated nodes, each with %s CPUs, %s memory and %s nvidia.com/gpu",
 		o.Nodes, NodeCapacity.Cpu(), NodeCapacity.Memory(), NodeCapacity.Name("nvidia.com/gpu", resource.DecimalSI))
+	reserved := 0
+	if o.Kueue {
+		reserved = o.Nodes / 2
+		step(o, "the last %d of them reserved: label %s=%s and taint %s", reserved, PoolLabel, ReservedPool, ReservedTaint.ToString())
+	}
 	for i := range o.Nodes {
 		node := SimulatedNode(fmt.Sprintf("kwok-node-%d", i), NodeCapacity)
-		if err := cl.Create(ctx, node); err != nil && !apierrors.IsAlreadyExists(err) {
+		if i >= o.Nodes-reserved {
+			node.Labels[PoolLabel] = ReservedPool
+			node.Spec.Taints = []corev1.Taint{ReservedTaint}
+		}
+		err := cl.Create(ctx, node)
+		if apierrors.IsAlreadyExists(err) && node.Labels[PoolLabel] != "" {
+			err = reserveNode(ctx, cl, node.Name)
+		}
+		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating node %s: %w", node.Name, err)
 		}
 	}
 	return nil
+}
+
+// reserveNode labels and taints an existing node as reserved (a cluster
+// first brought up without Kueue).
+func reserveNode(ctx context.Context, cl client.Client, name string) error {
+	var node corev1.Node
+	if err := cl.Get(ctx, client.ObjectKey{Name: name}, &node); err != nil {
+		return err
+	}
+	tainted := slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool { return ReservedTaint.MatchTaint(&t) })
+	if node.Labels[PoolLabel] == ReservedPool && tainted {
+		return nil
+	}
+	node.Labels[PoolLabel] = ReservedPool
+	if !tainted {
+		node.Spec.Taints = append(node.Spec.Taints, ReservedTaint)
+	}
+	return cl.Update(ctx, &node)
 }
 
 func ensureNamespace(ctx context.Context, cl client.Client, name string) error {

@@ -50,6 +50,11 @@ the manager running on this machine behind its validating webhook.
   trainjob-dev up     bring it up and leave it running; safe to repeat (make dev-up)
   trainjob-dev down   stop the manager and delete the cluster (make dev-down)
 
+With --kueue (make dev KUEUE=1), Kueue runs beside the manager, built into
+bin/kueue by 'hack/build-tools.sh kueue', with its TrainJob integration on;
+run also applies config/samples/kueue: a ResourceFlavor, a ClusterQueue, a
+LocalQueue and TrainJobs queued in it. See docs/kueue.md.
+
 The kubeconfig is written to .dev/kubeconfig.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -60,6 +65,7 @@ The kubeconfig is written to .dev/kubeconfig.`,
 	f.StringVar(&o.Root, "root", ".", "The repository: config/ is read from it, bin/ and .dev/ are in it")
 	f.IntVar(&o.Nodes, "nodes", 4, "Simulated nodes to create")
 	f.StringVar(&o.Name, "cluster-name", "trainjob-dev", "Name of the local cluster")
+	f.BoolVar(&o.Kueue, "kueue", false, "Also run Kueue (bin/kueue) with its TrainJob integration, and apply config/samples/kueue")
 
 	options := func() (Options, error) {
 		root, err := filepath.Abs(o.Root)
@@ -125,13 +131,21 @@ func runLive(parent context.Context, out io.Writer, o Options) (err error) {
 	if err := Up(ctx, o); err != nil {
 		return err
 	}
-	samples := filepath.Join(o.Root, "config", "samples")
-	fmt.Fprintf(out, "dev: applying the samples in %s\n", samples)
-	apply := exec.CommandContext(ctx, filepath.Join(o.BinDir, "kubectl"), "--kubeconfig", o.Kubeconfig(), "apply", "-n", "default", "-f", samples)
-	if output, err := apply.CombinedOutput(); err != nil {
-		return fmt.Errorf("applying the samples: %w\n%s", err, output)
+	samples := []string{filepath.Join(o.Root, "config", "samples")}
+	if o.Kueue {
+		samples = append(samples, filepath.Join(o.Root, "config", "samples", "kueue"))
+	}
+	for _, dir := range samples {
+		fmt.Fprintf(out, "dev: applying the samples in %s\n", dir)
+		apply := exec.CommandContext(ctx, filepath.Join(o.BinDir, "kubectl"), "--kubeconfig", o.Kubeconfig(), "apply", "-n", "default", "-f", dir)
+		if output, err := apply.CombinedOutput(); err != nil {
+			return fmt.Errorf("applying the samples: %w\n%s", err, output)
+		}
 	}
 	fmt.Fprintf(out, "dev: watching; in another terminal: export KUBECONFIG=%s; bin/trainctl get; bin/trainctl describe NAME\n", o.Kubeconfig())
+	if o.Kueue {
+		fmt.Fprintf(out, "dev: Kueue's side: bin/kubectl get clusterqueues,localqueues,workloads -A (Kueue logs to %s)\n", o.KueueLog())
+	}
 	fmt.Fprintln(out, "dev: press Ctrl-C to stop and tear everything down")
 
 	err = cli.LiveView(ctx, out, o.Kubeconfig(), "default", true)

@@ -81,16 +81,10 @@ type managerProcess struct {
 	extraArgs                            []string
 }
 
-// launch starts the manager detached, in a session of its own, so it
-// outlives `trainjob-dev up` and does not get the terminal's Ctrl-C. exited
-// is closed when it ends.
+// launch starts the manager detached (see startDetached). exited is closed
+// when it ends.
 func (m managerProcess) launch(o Options) (pid int, exited chan struct{}, err error) {
-	logFile, err := os.OpenFile(m.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer func() { _ = logFile.Close() }()
-	cmd := exec.Command(filepath.Join(o.BinDir, "manager"),
+	args := []string{
 		"--config", m.configPath,
 		"--kubeconfig", o.Kubeconfig(),
 		"--webhook-port", strconv.Itoa(m.webhookPort),
@@ -98,12 +92,24 @@ func (m managerProcess) launch(o Options) (pid int, exited chan struct{}, err er
 		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", m.metricsPort),
 		"--metrics-insecure",
 		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", m.healthPort),
-	)
-	cmd.Args = append(cmd.Args, m.extraArgs...)
+	}
+	return startDetached(m.name, filepath.Join(o.BinDir, "manager"), append(args, m.extraArgs...), m.logPath)
+}
+
+// startDetached starts bin in a session of its own, so it outlives
+// `trainjob-dev up` and does not get the terminal's Ctrl-C, with its output
+// appended to logPath. exited is closed when it ends.
+func startDetached(name, bin string, args []string, logPath string) (pid int, exited chan struct{}, err error) {
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer func() { _ = logFile.Close() }()
+	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
-		return 0, nil, fmt.Errorf("starting %s: %w", m.name, err)
+		return 0, nil, fmt.Errorf("starting %s: %w", name, err)
 	}
 	exited = make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }() // reap it if it ends while we run
@@ -113,18 +119,24 @@ func (m managerProcess) launch(o Options) (pid int, exited chan struct{}, err er
 // waitReady waits up to a minute until the manager answers ready on its
 // health port, and fails at once if it exits.
 func (m managerProcess) waitReady(ctx context.Context, exited <-chan struct{}) error {
+	return waitReady(ctx, m.name, m.healthPort, m.logPath, exited)
+}
+
+// waitReady waits up to a minute until the process name answers ready on
+// 127.0.0.1:port/readyz, and fails at once if it exits (closes exited).
+func waitReady(ctx context.Context, name string, port int, logPath string, exited <-chan struct{}) error {
 	deadline := time.Now().Add(time.Minute)
 	for {
-		err := ready(m.healthPort)
+		err := ready(port)
 		if err == nil {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s is not ready after a minute (%w); see %s", m.name, err, m.logPath)
+			return fmt.Errorf("%s is not ready after a minute (%w); see %s", name, err, logPath)
 		}
 		select {
 		case <-exited:
-			return fmt.Errorf("%s exited; the end of %s:\n%s", m.name, m.logPath, tail(m.logPath, 20))
+			return fmt.Errorf("%s exited; the end of %s:\n%s", name, logPath, tail(logPath, 20))
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(200 * time.Millisecond):
@@ -240,8 +252,12 @@ func waitNoProcess(dir string, timeout time.Duration) error {
 }
 
 // managersOf lists the live manager processes that talk to o's cluster.
-func managersOf(o Options) []int {
-	exe := filepath.Join(o.BinDir, "manager")
+func managersOf(o Options) []int { return binaryProcessesOf(o, "manager") }
+
+// binaryProcessesOf lists the live processes of bin/name that talk to o's
+// cluster (have its kubeconfig on their command line).
+func binaryProcessesOf(o Options, name string) []int {
+	exe := filepath.Join(o.BinDir, name)
 	return processesMatching(func(args []string) bool {
 		return args[0] == exe && slices.Contains(args, o.Kubeconfig())
 	})
