@@ -16,6 +16,7 @@ export KUBEBUILDER_ASSETS := $(BIN)
 GO_TEST_FLAGS ?= -count=1
 INTEGRATION_TIMEOUT ?= 20m
 E2E_TIMEOUT ?= 15m
+E2E_KUEUE_TIMEOUT ?= 15m
 # How much each fuzz target runs: briefly in make test, longer on demand
 # (make test-fuzz FUZZ_TIME=2000000x). A count rather than a duration: with a
 # duration, Go 1.26's fuzz coordinator can report its own stop as a failure,
@@ -110,7 +111,7 @@ dev-down: ## Stop the manager and delete the local cluster.
 ##@ Tests
 
 .PHONY: test
-test: tools vet test-unit test-fuzz test-integration test-e2e test-faults-short ## Run every test suite (builds the tools first if needed).
+test: tools vet test-unit test-fuzz test-integration test-e2e test-e2e-kueue test-faults-short ## Run every test suite (builds the tools, and Kueue, first if needed).
 
 .PHONY: test-unit
 test-unit: ## Run the unit tests.
@@ -132,6 +133,11 @@ test-integration: ## Run the integration tests on envtest (real kube-apiserver a
 .PHONY: test-e2e
 test-e2e: tools build ## Run the end-to-end tests on a local cluster of their own (real Job controller, scheduler, kwok nodes).
 	go test $(GO_TEST_FLAGS) -timeout $(E2E_TIMEOUT) ./test/e2e/...
+
+.PHONY: test-e2e-kueue
+test-e2e-kueue: tools build kueue ## Run the end-to-end tests with Kueue (built first if needed) on a local cluster of their own.
+	go test $(GO_TEST_FLAGS) -v -timeout $(E2E_KUEUE_TIMEOUT) ./test/e2e-kueue/... 2>&1 | \
+		grep --line-buffered -vE '^=== (RUN|PAUSE|CONT)'
 
 .PHONY: test-faults
 test-faults: tools build ## Fault scenarios on a local cluster of their own, full size (FAULTS_TRAINJOBS=500).

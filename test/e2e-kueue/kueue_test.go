@@ -1,0 +1,263 @@
+/*
+Copyright The trainjob-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package e2ekueue
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
+	"github.com/trainjob-operator/trainjob-operator/internal/dev"
+	utiltesting "github.com/trainjob-operator/trainjob-operator/internal/util/testing"
+)
+
+// queueLabel names the LocalQueue a TrainJob is queued in.
+const queueLabel = trainer.KueueQueueNameLabel
+
+func cpu(q string) corev1.ResourceRequirements {
+	return corev1.ResourceRequirements{Requests: corev1.ResourceList{
+		corev1.ResourceCPU: resource.MustParse(q), corev1.ResourceMemory: resource.MustParse("1Gi"),
+	}}
+}
+
+func getTrainJob(ns, name string) (*trainer.TrainJob, error) {
+	var tj trainer.TrainJob
+	err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &tj)
+	return &tj, err
+}
+
+// waitComplete waits until the TrainJob is Complete, and returns it.
+func waitComplete(t *testing.T, d time.Duration, ns, name string) *trainer.TrainJob {
+	t.Helper()
+	var tj *trainer.TrainJob
+	eventuallyWithin(t, d, "TrainJob "+name+" to complete", func() (err error) {
+		if tj, err = getTrainJob(ns, name); err != nil {
+			return err
+		}
+		if !meta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobComplete) {
+			return fmt.Errorf("suspend %v, conditions %+v", ptr.Deref(tj.Spec.Suspend, false), tj.Status.Conditions)
+		}
+		return nil
+	})
+	return tj
+}
+
+func listOf[L client.ObjectList](t *testing.T, list L, ns, tjName string) L {
+	t.Helper()
+	if err := k8s.List(context.Background(), list, client.InNamespace(ns), client.MatchingLabels{trainer.TrainJobNameLabel: tjName}); err != nil {
+		t.Fatal(err)
+	}
+	return list
+}
+
+// The Kueue samples make dev KUEUE=1 applies are accepted, Kueue's webhooks
+// included.
+func TestKueueSamplesApply(t *testing.T) {
+	ns := newNamespace(t)
+	dir := filepath.Join(repoRoot, "config", "samples", "kueue")
+	if out, err := kubectl("apply", "--dry-run=server", "-n", ns, "-f", dir); err != nil {
+		t.Fatalf("kubectl apply -f %s: %v\n%s", dir, err, out)
+	}
+}
+
+// A TrainJob queued in Kueue: suspended as it is created, with a Workload
+// whose PodSets are its replicated Jobs; once admitted with a flavor of the
+// reserved nodes, its Pods carry the flavor's node labels and toleration
+// and run on those nodes; it completes, and its Workload finishes.
+func TestQueuedTrainJobRunsWhereItsFlavorSays(t *testing.T) {
+	ns := newNamespace(t)
+	queue(t, ns, ns, "16", true)
+	// Two replicated Jobs: prep, two replicas of one Pod, and the trainer,
+	// one Job of numNodes Pods.
+	rt := utiltesting.MakeRuntimeSpec().NumNodes(1).ReplicatedJobs(
+		utiltesting.MakeReplicatedJob("prep").Replicas(2).Containers(corev1.Container{
+			Name: "prep", Image: "busybox:1.37", Command: []string{"true"}, Resources: cpu("500m"),
+		}).Obj(),
+		utiltesting.MakeReplicatedJob("node").Trainer().Obj(),
+	).Runtime("two-steps", ns)
+	create(t, rt)
+	tj := utiltesting.MakeTrainJob("queued", ns).RuntimeRef(trainer.TrainingRuntimeKind, "two-steps").
+		Label(queueLabel, ns).Annotation(runFor, "5s").NumNodes(3).Resources(cpu("1")).Obj()
+	create(t, tj)
+	progress(t, "created TrainJob %s/queued, queued in %s", ns, ns)
+	if !ptr.Deref(tj.Spec.Suspend, false) {
+		t.Errorf("TrainJob created with spec.suspend %v, want true (set by Kueue's webhook)", tj.Spec.Suspend)
+	}
+
+	w := workloadOf(t, tj)
+	progress(t, "Workload %s: PodSets %v", w.Name, w.podSets())
+	if diff := cmp.Diff(map[string]int32{"prep": 2, "node": 3}, w.podSets()); diff != "" {
+		t.Errorf("Workload %s PodSets (-want +got):\n%s", w.Name, diff)
+	}
+
+	eventually(t, "the Workload to be admitted", func() error {
+		all, err := workloads(ns)
+		if err != nil {
+			return err
+		}
+		if w = all[string(tj.UID)]; w == nil || !w.is("Admitted") {
+			return fmt.Errorf("not admitted: %+v", w)
+		}
+		return nil
+	})
+	progress(t, "admitted to %s", w.Status.Admission.ClusterQueue)
+
+	// The child Jobs, once created, are the PodSets.
+	var jobs *batchv1.JobList
+	eventually(t, "the child Jobs of queued", func() error {
+		jobs = listOf(t, &batchv1.JobList{}, ns, "queued")
+		if len(jobs.Items) != 3 {
+			return fmt.Errorf("%d Jobs", len(jobs.Items))
+		}
+		return nil
+	})
+	pods := map[string]int32{}
+	for _, j := range jobs.Items {
+		pods[j.Labels[trainer.ReplicatedJobNameLabel]] += ptr.Deref(j.Spec.Parallelism, 1)
+	}
+	if diff := cmp.Diff(w.podSets(), pods); diff != "" {
+		t.Errorf("Pods of the child Jobs by replicated Job differ from the Workload's PodSets (-podSets +Jobs):\n%s", diff)
+	}
+
+	// Every Pod is placed by the flavor.
+	var placed []corev1.Pod
+	eventually(t, "the 5 Pods of queued to be scheduled", func() error {
+		placed = slices.DeleteFunc(listOf(t, &corev1.PodList{}, ns, "queued").Items, func(p corev1.Pod) bool { return p.Spec.NodeName == "" })
+		if len(placed) != 5 {
+			return fmt.Errorf("%d scheduled", len(placed))
+		}
+		return nil
+	})
+	for _, p := range placed {
+		if got := p.Spec.NodeSelector[dev.PoolLabel]; got != dev.ReservedPool {
+			t.Errorf("Pod %s: nodeSelector %v, want %s=%s", p.Name, p.Spec.NodeSelector, dev.PoolLabel, dev.ReservedPool)
+		}
+		if !slices.ContainsFunc(p.Spec.Tolerations, func(tol corev1.Toleration) bool {
+			return tol.Key == dev.ReservedTaint.Key && tol.Value == dev.ReservedTaint.Value && tol.Effect == dev.ReservedTaint.Effect
+		}) {
+			t.Errorf("Pod %s: tolerations %+v, none of the reserved nodes' taint", p.Name, p.Spec.Tolerations)
+		}
+		var node corev1.Node
+		if err := k8s.Get(context.Background(), client.ObjectKey{Name: p.Spec.NodeName}, &node); err != nil {
+			t.Fatal(err)
+		}
+		if node.Labels[dev.PoolLabel] != dev.ReservedPool {
+			t.Errorf("Pod %s runs on %s, not a reserved node", p.Name, node.Name)
+		}
+	}
+	progress(t, "%d Pods on reserved nodes", len(placed))
+
+	waitComplete(t, timeout, ns, "queued")
+	eventually(t, "the Workload to finish", func() error {
+		all, err := workloads(ns)
+		if err != nil {
+			return err
+		}
+		if w = all[string(tj.UID)]; w == nil || !w.is("Finished") {
+			return fmt.Errorf("not finished: %+v", w)
+		}
+		return nil
+	})
+	progress(t, "complete; Workload finished")
+}
+
+// With quota for one, three TrainJobs queued at once run one after another:
+// never two admitted, nor two unsuspended, at the same time.
+func TestQuotaForOneRunsThemOneAtATime(t *testing.T) {
+	ns := newNamespace(t)
+	queue(t, ns, ns, "2", false)
+	names := []string{"first", "second", "third"}
+	for _, name := range names {
+		create(t, utiltesting.MakeTrainJob(name, ns).Label(queueLabel, ns).Annotation(runFor, "4s").
+			Command("torchrun", "train.py").NumNodes(2).Resources(cpu("1")).Obj())
+	}
+	progress(t, "created %v, 2 CPUs each, in a queue of 2 CPUs", names)
+
+	// Polled rather than waited on: the invariant must hold at every poll.
+	var order []string
+	seen := map[string]bool{}
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		all, err := workloads(ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tjs trainer.TrainJobList
+		if err := k8s.List(context.Background(), &tjs, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		var admitted, unsuspended, complete []string
+		for _, tj := range tjs.Items {
+			finished := tj.FinishedCondition() != nil
+			if meta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobComplete) {
+				complete = append(complete, tj.Name)
+			}
+			if !finished && !ptr.Deref(tj.Spec.Suspend, false) {
+				unsuspended = append(unsuspended, tj.Name)
+			}
+			if w := all[string(tj.UID)]; w != nil && w.is("QuotaReserved") && !w.is("Finished") {
+				admitted = append(admitted, tj.Name)
+				if !seen[tj.Name] {
+					seen[tj.Name] = true
+					order = append(order, tj.Name)
+					progress(t, "%s admitted", tj.Name)
+				}
+			}
+		}
+		if len(admitted) > 1 || len(unsuspended) > 1 {
+			t.Fatalf("admitted at once: %v; unsuspended and unfinished at once: %v", admitted, unsuspended)
+		}
+		if len(complete) == len(names) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 3m for all three to complete; complete: %v", complete)
+		}
+		time.Sleep(interval)
+	}
+	progress(t, "admitted in the order %v", order)
+	if len(order) != len(names) {
+		t.Errorf("saw %v admitted, want all of %v (one poll may have missed a short admission)", order, names)
+	}
+	eventually(t, "the three Workloads to finish", func() error {
+		all, err := workloads(ns)
+		if err != nil {
+			return err
+		}
+		for uid, w := range all {
+			if !w.is("Finished") {
+				return fmt.Errorf("Workload %s (job %s) not finished", w.Name, uid)
+			}
+		}
+		if len(all) != len(names) {
+			return fmt.Errorf("%d Workloads", len(all))
+		}
+		return nil
+	})
+}
