@@ -300,7 +300,7 @@ func chooseKueuePorts(st *state) error {
 // Secret and the CRDs, not into certDir.
 //
 // Verified with Kueue v0.19.2: "no cert refresh needed", webhook server and
-// conversion serving the certificate above, ready about 6 s after start
+// conversion serving the certificate above, ready 2 to 6 s after start
 // (cert-controller polls for the CA injection with a backoff of 1, 2, 4 s).
 // The other way round the fixed path, a private mount namespace
 // (unshare -m) with an overlay on /etc, works too but needs root or
