@@ -261,3 +261,28 @@ func TestQuotaForOneRunsThemOneAtATime(t *testing.T) {
 		return nil
 	})
 }
+
+// Kueue admits a TrainJob by writing it back whole, through Kubeflow
+// Trainer's Go types, which lack the fields this project adds or keeps from
+// Kubeflow v2.1: the TTL and spec.labels survive the admission, and the
+// TrainJob runs and completes.
+func TestFieldsOfOursSurviveAdmission(t *testing.T) {
+	ns := newNamespace(t)
+	queue(t, ns, ns, "2", false)
+	tj := utiltesting.MakeTrainJob("kept", ns).Label(queueLabel, ns).Annotation(runFor, "2s").TTL(600).
+		Command("torchrun", "train.py").NumNodes(1).Resources(cpu("1")).Obj()
+	tj.Spec.Labels = map[string]string{"team": "vision"}
+	create(t, tj)
+	done := waitComplete(t, 3*time.Minute, ns, "kept")
+	progress(t, "kept completed")
+	if ptr.Deref(done.Spec.TTLSecondsAfterFinished, 0) != 600 || done.Spec.Labels["team"] != "vision" {
+		t.Errorf("after Kueue admitted it: ttlSecondsAfterFinished %v, spec.labels %v; want 600 and team=vision",
+			done.Spec.TTLSecondsAfterFinished, done.Spec.Labels)
+	}
+	jobs := listOf(t, &batchv1.JobList{}, ns, "kept")
+	for _, j := range jobs.Items {
+		if j.Labels["team"] != "vision" {
+			t.Errorf("Job %s labels %v lack spec.labels'", j.Name, j.Labels)
+		}
+	}
+}
