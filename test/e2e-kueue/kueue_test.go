@@ -34,6 +34,7 @@ import (
 
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
 	"github.com/trainjob-operator/trainjob-operator/internal/dev"
+	"github.com/trainjob-operator/trainjob-operator/internal/lifecycle"
 	utiltesting "github.com/trainjob-operator/trainjob-operator/internal/util/testing"
 )
 
@@ -285,4 +286,113 @@ func TestFieldsOfOursSurviveAdmission(t *testing.T) {
 			t.Errorf("Job %s labels %v lack spec.labels'", j.Name, j.Labels)
 		}
 	}
+}
+
+// A higher-priority TrainJob preempts a running lower-priority one: Kueue
+// suspends it, trainjob-operator stops its Pods (Suspended, its deadline
+// paused), and Kueue admits the other. Once that one completes, the first is
+// admitted again, resumes with its flavor's placement, its deadline counted
+// from the resume, and completes; so do both Workloads.
+func TestHigherPriorityPreempts(t *testing.T) {
+	ns := newNamespace(t)
+	flavor := fmt.Sprintf(`{nodeLabels: {%q: %q}, tolerations: [{key: %q, operator: Equal, value: %q, effect: %s}]}`,
+		dev.PoolLabel, dev.ReservedPool, dev.ReservedTaint.Key, dev.ReservedTaint.Value, dev.ReservedTaint.Effect)
+	createYAML(t, `{apiVersion: %s, kind: ResourceFlavor, metadata: {name: %s}, spec: %s}`, kueueVersion, ns, flavor)
+	createYAML(t, `
+apiVersion: %s
+kind: ClusterQueue
+metadata: {name: %s}
+spec:
+  namespaceSelector: {}
+  preemption: {withinClusterQueue: LowerPriority}
+  resourceGroups:
+  - coveredResources: [cpu, memory]
+    flavors:
+    - name: %s
+      resources:
+      - {name: cpu, nominalQuota: "2"}
+      - {name: memory, nominalQuota: 64Gi}
+`, kueueVersion, ns, ns)
+	createYAML(t, `{apiVersion: %s, kind: LocalQueue, metadata: {name: %s, namespace: %s}, spec: {clusterQueue: %s}}`, kueueVersion, ns, ns, ns)
+	for name, value := range map[string]int{ns + "-low": 10, ns + "-high": 1000} {
+		createYAML(t, `{apiVersion: %s, kind: WorkloadPriorityClass, metadata: {name: %s}, value: %d}`, kueueVersion, name, value)
+	}
+	trainJob := func(name, priority, runTime string) *trainer.TrainJob {
+		return utiltesting.MakeTrainJob(name, ns).Label(queueLabel, ns).Label("kueue.x-k8s.io/priority-class", ns+"-"+priority).
+			Annotation(runFor, runTime).Deadline(3600).Command("torchrun", "train.py").NumNodes(2).Resources(cpu("1")).Obj()
+	}
+	runningPods := func(name string) int {
+		n := 0
+		for _, p := range listOf(t, &corev1.PodList{}, ns, name).Items {
+			if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+				n++
+			}
+		}
+		return n
+	}
+
+	create(t, trainJob("low", "low", "20s"))
+	eventually(t, "low's 2 Pods to run", func() error {
+		if n := runningPods("low"); n != 2 {
+			return fmt.Errorf("%d running", n)
+		}
+		return nil
+	})
+	progress(t, "low runs")
+
+	create(t, trainJob("high", "high", "3s"))
+	eventually(t, "low to be preempted: Suspended, no Pod left", func() error {
+		tj, err := getTrainJob(ns, "low")
+		if err != nil {
+			return err
+		}
+		if !ptr.Deref(tj.Spec.Suspend, false) || !meta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobSuspended) {
+			return fmt.Errorf("suspend %v, conditions %+v", tj.Spec.Suspend, tj.Status.Conditions)
+		}
+		if pods := listOf(t, &corev1.PodList{}, ns, "low").Items; len(pods) != 0 {
+			return fmt.Errorf("%d Pods left", len(pods))
+		}
+		return nil
+	})
+	preempted := time.Now()
+	low, err := getTrainJob(ns, "low")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !lifecycle.DeadlinePaused(low) {
+		t.Errorf("low is suspended, but its deadline is not paused: startTime %v", low.Status.StartTime)
+	}
+	progress(t, "low preempted: suspended, its Pods gone, its deadline paused")
+
+	waitComplete(t, 2*time.Minute, ns, "high")
+	progress(t, "high completed")
+	eventually(t, "low to resume and run again on the flavor's nodes", func() error {
+		if n := runningPods("low"); n != 2 {
+			return fmt.Errorf("%d running", n)
+		}
+		return nil
+	})
+	for _, p := range listOf(t, &corev1.PodList{}, ns, "low").Items {
+		if p.Spec.NodeSelector[dev.PoolLabel] != dev.ReservedPool {
+			t.Errorf("low's Pod %s after the resume: nodeSelector %v, want the flavor's", p.Name, p.Spec.NodeSelector)
+		}
+	}
+	progress(t, "low resumed")
+	low = waitComplete(t, 2*time.Minute, ns, "low")
+	if low.Status.StartTime == nil || low.Status.StartTime.Time.Before(preempted.Add(-time.Second)) {
+		t.Errorf("low's startTime %v, want after its resume (preempted at %v): the deadline counts from the resume", low.Status.StartTime, preempted)
+	}
+	progress(t, "low completed")
+	eventually(t, "both Workloads to finish", func() error {
+		all, err := workloads(ns)
+		if err != nil {
+			return err
+		}
+		for _, w := range all {
+			if !w.is("Finished") {
+				return fmt.Errorf("Workload %s not finished", w.Name)
+			}
+		}
+		return nil
+	})
 }
