@@ -79,6 +79,9 @@ type Options struct {
 	// kueue`, with its TrainJob integration on (see kueue.go), and taints
 	// half of the nodes (PoolLabel).
 	Kueue bool
+	// Configuration is the manager's configuration file. Defaults to
+	// DefaultConfiguration.
+	Configuration string
 }
 
 func (o *Options) defaults() {
@@ -96,6 +99,9 @@ func (o *Options) defaults() {
 	}
 	if o.Out == nil {
 		o.Out = io.Discard
+	}
+	if o.Configuration == "" {
+		o.Configuration = DefaultConfiguration
 	}
 }
 
@@ -127,10 +133,10 @@ type state struct {
 // Namespace the manager's objects go to.
 const systemNamespace = config.Namespace
 
-// devConfiguration is the manager's configuration in the dev cluster. It
-// turns on retention, which the shipped configuration leaves off
+// DefaultConfiguration is the manager's configuration in the dev cluster.
+// It turns on retention, which the shipped configuration leaves off
 // (KEP-1618: opt-in), so that trainctl get shows it at work.
-const devConfiguration = `apiVersion: config.trainer.kubeflow.org/v1alpha1
+const DefaultConfiguration = `apiVersion: config.trainer.kubeflow.org/v1alpha1
 kind: Configuration
 leaderElection:
   leaderElect: false
@@ -191,10 +197,10 @@ func Up(ctx context.Context, o Options) error {
 		}
 	}
 	configPath := filepath.Join(o.WorkDir, "config.yaml")
-	if err := os.WriteFile(configPath, []byte(devConfiguration), 0o644); err != nil {
+	if err := os.WriteFile(configPath, []byte(o.Configuration), 0o644); err != nil {
 		return err
 	}
-	if err := applyConfigMap(ctx, cl, devConfiguration); err != nil {
+	if err := applyConfigMap(ctx, cl, o.Configuration); err != nil {
 		return err
 	}
 
@@ -205,7 +211,7 @@ func Up(ctx context.Context, o Options) error {
 	}
 	// The manager makes the webhook's certificate, fills the Secret and the
 	// caBundle, and is ready only once it serves with it.
-	step(o, "registering the validating webhook at https://localhost:%d", st.WebhookPort)
+	step(o, "registering the webhooks at https://localhost:%d", st.WebhookPort)
 	if err := ensureCertSecret(ctx, cl); err != nil {
 		return err
 	}

@@ -27,8 +27,12 @@ import (
 	"github.com/google/go-cmp/cmp"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -395,4 +399,98 @@ spec:
 		}
 		return nil
 	})
+}
+
+// A TrainJob waiting in a queue is never deleted by the afterSuspended
+// retention policy, however long it waits, even after it ran: here Kueue
+// evicts it when its ClusterQueue is held and drained. One that ran outside
+// any queue and was suspended by its user is deleted.
+func TestQueuedIsNeverDeletedByRetention(t *testing.T) {
+	ns := newNamespace(t)
+	queue(t, ns, ns, "2", false)
+	started := func(name string) func() error {
+		return func() error {
+			tj, err := getTrainJob(ns, name)
+			if err != nil {
+				return err
+			}
+			if tj.Status.StartTime == nil || len(listOf(t, &corev1.PodList{}, ns, name).Items) == 0 {
+				return fmt.Errorf("not running: startTime %v, conditions %+v", tj.Status.StartTime, tj.Status.Conditions)
+			}
+			return nil
+		}
+	}
+	create(t, utiltesting.MakeTrainJob("waiting", ns).Label(queueLabel, ns).Annotation(runFor, "10m").NumNodes(1).Resources(cpu("1")).Obj())
+	create(t, utiltesting.MakeTrainJob("paused", ns).Annotation(runFor, "10m").NumNodes(1).Resources(cpu("1")).Obj())
+	eventually(t, "waiting, admitted, to run", started("waiting"))
+	eventually(t, "paused to run", started("paused"))
+
+	// Kueue evicts the queued one; its user suspends the other.
+	var cq unstructured.Unstructured
+	cq.SetAPIVersion(kueueVersion)
+	cq.SetKind("ClusterQueue")
+	cq.SetName(ns)
+	if err := k8s.Patch(context.Background(), &cq, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"stopPolicy":"HoldAndDrain"}}`))); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Patch(context.Background(), &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "paused"}},
+		client.RawPatch(types.MergePatchType, []byte(`{"spec":{"suspend":true}}`))); err != nil {
+		t.Fatal(err)
+	}
+	var since time.Time
+	eventually(t, "waiting to be evicted by Kueue and suspended", func() error {
+		tj, err := getTrainJob(ns, "waiting")
+		if err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(tj.Status.Conditions, trainer.TrainJobSuspended)
+		if c == nil || c.Status != metav1.ConditionTrue || tj.Status.StartTime == nil {
+			return fmt.Errorf("suspend %v, startTime %v, conditions %+v", tj.Spec.Suspend, tj.Status.StartTime, tj.Status.Conditions)
+		}
+		since = c.LastTransitionTime.Time
+		return nil
+	})
+	progress(t, "waiting evicted: suspended in its queue")
+	eventuallyWithin(t, afterSuspended+time.Minute, "paused, suspended outside any queue, to be deleted by afterSuspended", func() error {
+		if _, err := getTrainJob(ns, "paused"); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("still there (%w)", err)
+		}
+		return nil
+	})
+	progress(t, "paused deleted by afterSuspended (%s)", afterSuspended)
+	time.Sleep(time.Until(since.Add(5 * afterSuspended)))
+	if _, err := getTrainJob(ns, "waiting"); err != nil {
+		t.Errorf("the queued TrainJob, suspended for %s, 5 times afterSuspended: %v", time.Since(since).Round(time.Second), err)
+	}
+	progress(t, "waiting, queued, kept after %s suspended", time.Since(since).Round(time.Second))
+}
+
+// A queued TrainJob's TTL, kept through Kueue's admission, deletes it once
+// it finished, and its Workload with it (the garbage collector follows the
+// Workload's owner reference).
+func TestTTLDeletesTheWorkloadToo(t *testing.T) {
+	ns := newNamespace(t)
+	queue(t, ns, ns, "2", false)
+	create(t, utiltesting.MakeTrainJob("short", ns).Label(queueLabel, ns).Annotation(runFor, "2s").TTL(2).
+		Command("torchrun", "train.py").NumNodes(1).Resources(cpu("1")).Obj())
+	eventually(t, "the Workload of short", func() error {
+		if all, err := workloads(ns); err != nil || len(all) != 1 {
+			return fmt.Errorf("%d Workloads (%w)", len(all), err)
+		}
+		return nil
+	})
+	eventuallyWithin(t, 2*time.Minute, "short to run, finish and be deleted by its TTL, its Workload with it", func() error {
+		if _, err := getTrainJob(ns, "short"); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("TrainJob still there (%w)", err)
+		}
+		all, err := workloads(ns)
+		if err != nil {
+			return err
+		}
+		if len(all) != 0 {
+			return fmt.Errorf("%d Workloads left", len(all))
+		}
+		return nil
+	})
+	progress(t, "short and its Workload deleted by its TTL")
 }

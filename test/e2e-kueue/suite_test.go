@@ -51,6 +51,9 @@ const (
 	interval = 200 * time.Millisecond
 	// runFor is the annotation that sets how long a simulated Pod runs.
 	runFor = "pod-complete.stage.kwok.x-k8s.io/delay"
+	// afterSuspended is the manager's retention policy for TrainJobs
+	// suspended this long.
+	afterSuspended = 3 * time.Second
 	// kueueVersion is the API version of Kueue's objects the tests use.
 	kueueVersion = "kueue.x-k8s.io/v1beta2"
 )
@@ -78,6 +81,10 @@ func run(m *testing.M) int {
 		Nodes:   4,
 		Out:     os.Stderr,
 		Kueue:   true,
+		// Suspended TrainJobs are deleted after a few seconds, unless
+		// they wait in Kueue's queues: every test here checks that none
+		// queued is.
+		Configuration: strings.Replace(dev.DefaultConfiguration, "afterSuspended: 24h", "afterSuspended: "+afterSuspended.String(), 1),
 	}
 	return dev.RunTests(m, devOpts, func(cl client.WithWatch) { k8s = cl })
 }
