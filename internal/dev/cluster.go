@@ -79,6 +79,9 @@ type Options struct {
 	// kueue`, with its TrainJob integration on (see kueue.go), and taints
 	// half of the nodes (PoolLabel).
 	Kueue bool
+	// KueuePodsReadyTimeout is Kueue's waitForPodsReady timeout; Kueue's
+	// default (30 minutes) if zero.
+	KueuePodsReadyTimeout time.Duration
 	// Configuration is the manager's configuration file. Defaults to
 	// DefaultConfiguration.
 	Configuration string

@@ -240,7 +240,11 @@ func ensureKueue(ctx context.Context, cl client.Client, o Options, st *state) er
 		step(o, "Kueue is running (pid %d)", st.KueuePID)
 	} else {
 		configPath := filepath.Join(o.kueueDir(), "config.yaml")
-		if err := os.WriteFile(configPath, fmt.Appendf(nil, kueueConfiguration, st.KueueWebhookPort, certDir, st.KueueHealthPort), 0o644); err != nil {
+		config := fmt.Appendf(nil, kueueConfiguration, st.KueueWebhookPort, certDir, st.KueueHealthPort)
+		if o.KueuePodsReadyTimeout > 0 {
+			config = fmt.Appendf(config, "waitForPodsReady:\n  timeout: %s\n  blockAdmission: false\n", o.KueuePodsReadyTimeout)
+		}
+		if err := os.WriteFile(configPath, config, 0o644); err != nil {
 			return err
 		}
 		pid, exited, err := startDetached("Kueue", filepath.Join(o.BinDir, "kueue"),

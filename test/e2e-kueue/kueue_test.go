@@ -494,3 +494,50 @@ func TestTTLDeletesTheWorkloadToo(t *testing.T) {
 	})
 	progress(t, "short and its Workload deleted by its TTL")
 }
+
+// waitForPodsReady: a TrainJob whose Pods cannot all become ready (here,
+// placed by a user's runtime patch on nodes that do not exist) is evicted
+// by Kueue after its timeout, and trainjob-operator stops it: Suspended, no
+// Pod left, its Jobs kept for the next admission.
+func TestPodsNeverReadyAreEvicted(t *testing.T) {
+	ns := newNamespace(t)
+	queue(t, ns, ns, "2", false)
+	tj := utiltesting.MakeTrainJob("stuck", ns).Label(queueLabel, ns).Command("torchrun", "train.py").NumNodes(1).Resources(cpu("1")).Obj()
+	tj.Spec.RuntimePatches = []trainer.RuntimePatch{{Manager: "example.com/user", TrainingRuntimeSpec: &trainer.TrainingRuntimeSpecPatch{
+		Template: &trainer.JobSetTemplatePatch{Spec: &trainer.JobSetSpecPatch{ReplicatedJobs: []trainer.ReplicatedJobPatch{{
+			Name: "node", Template: &trainer.JobTemplatePatch{Spec: &trainer.JobSpecPatch{Template: &trainer.PodTemplatePatch{
+				Spec: &trainer.PodSpecPatch{NodeSelector: map[string]string{"example.com/nowhere": "true"}},
+			}}},
+		}}}},
+	}}}
+	create(t, tj)
+	eventually(t, "stuck's Pod to exist, unscheduled", func() error {
+		if pods := listOf(t, &corev1.PodList{}, ns, "stuck").Items; len(pods) != 1 || pods[0].Spec.NodeName != "" {
+			return fmt.Errorf("%d Pods", len(pods))
+		}
+		return nil
+	})
+	progress(t, "stuck admitted, its Pod pending")
+	eventuallyWithin(t, podsReadyTimeout+time.Minute, "Kueue to evict stuck and trainjob-operator to stop it", func() error {
+		all, err := workloads(ns)
+		if err != nil {
+			return err
+		}
+		var evicted bool
+		for _, w := range all {
+			evicted = evicted || w.is("Evicted")
+		}
+		tj, err := getTrainJob(ns, "stuck")
+		if err != nil {
+			return err
+		}
+		if pods := listOf(t, &corev1.PodList{}, ns, "stuck").Items; !evicted || !meta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobSuspended) || len(pods) != 0 {
+			return fmt.Errorf("evicted %t, conditions %+v, %d Pods", evicted, tj.Status.Conditions, len(pods))
+		}
+		return nil
+	})
+	if jobs := listOf(t, &batchv1.JobList{}, ns, "stuck").Items; len(jobs) != 1 || !ptr.Deref(jobs[0].Spec.Suspend, false) {
+		t.Errorf("stuck's Jobs after the eviction: %d, want its one Job, suspended", len(jobs))
+	}
+	progress(t, "stuck evicted after %s without ready Pods: suspended, no Pod left", podsReadyTimeout)
+}

@@ -51,6 +51,8 @@ const (
 	interval = 200 * time.Millisecond
 	// runFor is the annotation that sets how long a simulated Pod runs.
 	runFor = "pod-complete.stage.kwok.x-k8s.io/delay"
+	// podsReadyTimeout is Kueue's waitForPodsReady timeout.
+	podsReadyTimeout = 15 * time.Second
 	// afterSuspended is the manager's retention policy for TrainJobs
 	// suspended this long.
 	afterSuspended = 3 * time.Second
@@ -81,6 +83,8 @@ func run(m *testing.M) int {
 		Nodes:   4,
 		Out:     os.Stderr,
 		Kueue:   true,
+		// A TrainJob whose Pods are not all ready this long is evicted.
+		KueuePodsReadyTimeout: podsReadyTimeout,
 		// Suspended TrainJobs are deleted after a few seconds, unless
 		// they wait in Kueue's queues: every test here checks that none
 		// queued is.
