@@ -75,7 +75,8 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 		"trainer.kubeflow.org/trainjobs/finalizers":    {"update"},
 		"trainer.kubeflow.org/trainingruntimes":        {"get", "list", "watch"},
 		"trainer.kubeflow.org/clustertrainingruntimes": {"get", "list", "watch"},
-		"batch/jobs": {"get", "list", "watch", "create", "patch"},
+		"batch/jobs":        {"get", "list", "watch", "create", "patch"},
+		"batch/jobs/status": {"patch"},
 		// delete: a finished TrainJob's headless Service.
 		"/services":                                 {"get", "list", "watch", "create", "delete"},
 		"events.k8s.io/events":                      {"create", "patch", "update"},

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
@@ -90,9 +91,45 @@ func (v *TrainJobValidator) ValidateCreate(ctx context.Context, tj *trainer.Trai
 
 // ValidateUpdate checks a changed TrainJob. What can be said of the change
 // alone (immutable fields, no suspending a finished TrainJob) is in the CRD
-// schema, so that it holds without the webhook.
-func (v *TrainJobValidator) ValidateUpdate(_ context.Context, oldTJ, newTJ *trainer.TrainJob) (admission.Warnings, error) {
-	return ttlWarnings(oldTJ, newTJ), nil
+// schema, so that it holds without the webhook; changed runtime patches are
+// checked against the runtime, as at creation.
+func (v *TrainJobValidator) ValidateUpdate(ctx context.Context, oldTJ, newTJ *trainer.TrainJob) (admission.Warnings, error) {
+	warnings := ttlWarnings(oldTJ, newTJ)
+	if !patchesChanged(oldTJ, newTJ) {
+		return warnings, nil
+	}
+	patchWarnings, errs := v.validatePatches(ctx, newTJ)
+	return append(warnings, patchWarnings...), invalid(newTJ, errs)
+}
+
+// patchesChanged reports whether an update changes the TrainJob's changes to
+// its runtime: runtimePatches, or Kubeflow v2.0 and v2.1's overrides.
+func patchesChanged(oldTJ, newTJ *trainer.TrainJob) bool {
+	return !equality.Semantic.DeepEqual(oldTJ.Spec.RuntimePatches, newTJ.Spec.RuntimePatches) ||
+		!equality.Semantic.DeepEqual(oldTJ.Spec.PodTemplateOverrides, newTJ.Spec.PodTemplateOverrides) ||
+		!equality.Semantic.DeepEqual(oldTJ.Spec.PodSpecOverrides, newTJ.Spec.PodSpecOverrides)
+}
+
+// validatePatches refuses changed runtime patches that the TrainJob's
+// runtime cannot take (a replicated Job or container it lacks, env on the
+// trainer container), as at creation: they would otherwise only be found
+// when the TrainJob resumes.
+func (v *TrainJobValidator) validatePatches(ctx context.Context, tj *trainer.TrainJob) (admission.Warnings, field.ErrorList) {
+	if lifecycle.ManagedElsewhere(tj) {
+		return nil, nil
+	}
+	rt, err := jobplan.Resolve(ctx, v.reader, tj)
+	if err != nil {
+		return admission.Warnings{fmt.Sprintf("spec.runtimeRef: could not read %s %q to check the runtime patches: %v", rt.Kind, rt.Name, err)}, nil
+	}
+	if _, err := jobplan.Build(tj, rt); err != nil {
+		var buildErr *jobplan.Error
+		if errors.As(err, &buildErr) {
+			return nil, buildErr.Errs
+		}
+		return nil, field.ErrorList{field.InternalError(field.NewPath("spec"), err)}
+	}
+	return nil, nil
 }
 
 // ValidateDelete allows every deletion.

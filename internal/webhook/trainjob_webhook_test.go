@@ -26,6 +26,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -147,6 +148,19 @@ func TestValidateCreate(t *testing.T) {
 	}
 }
 
+// withPatch adds to tj a runtime patch of replicated Job rjob that gives
+// container a security context.
+func withPatch(tj *trainer.TrainJob, rjob, container string) *trainer.TrainJob {
+	tj.Spec.RuntimePatches = []trainer.RuntimePatch{{Manager: "example.com/m", TrainingRuntimeSpec: &trainer.TrainingRuntimeSpecPatch{
+		Template: &trainer.JobSetTemplatePatch{Spec: &trainer.JobSetSpecPatch{ReplicatedJobs: []trainer.ReplicatedJobPatch{{
+			Name: rjob, Template: &trainer.JobTemplatePatch{Spec: &trainer.JobSpecPatch{Template: &trainer.PodTemplatePatch{
+				Spec: &trainer.PodSpecPatch{Containers: []trainer.ContainerPatch{{Name: container, SecurityContext: &corev1.SecurityContext{}}}},
+			}}},
+		}}}},
+	}}}
+	return tj
+}
+
 func TestValidateUpdate(t *testing.T) {
 	finished := metav1.Condition{Type: trainer.TrainJobComplete, Status: metav1.ConditionTrue, Reason: trainer.TrainJobJobsCompletedReason, LastTransitionTime: metav1.NewTime(time.Now())}
 	running := utiltesting.MakeTrainJob("tj", "ns")
@@ -181,10 +195,24 @@ func TestValidateUpdate(t *testing.T) {
 			oldTJ: running.Clone().Deadline(60).Obj(),
 			newTJ: running.Clone().Deadline(600).Obj(),
 		},
+		"a runtime patch written while suspended, as Kueue writes its flavor": {
+			oldTJ: running.Clone().Suspend(true).Obj(),
+			newTJ: withPatch(running.Clone().Suspend(true).Obj(), "node", "node"),
+		},
+		"a runtime patch naming a container the runtime lacks": {
+			oldTJ:    running.Clone().Suspend(true).Obj(),
+			newTJ:    withPatch(running.Clone().Suspend(true).Obj(), "node", "sidecar"),
+			wantErrs: []string{`spec.runtimePatches[0].trainingRuntimeSpec.template.spec.replicatedJobs[0].template.spec.template.spec.containers[0].name: Invalid value: "sidecar"`},
+		},
+		"a runtime patch naming a replicated Job the runtime lacks": {
+			oldTJ:    running.Clone().Suspend(true).Obj(),
+			newTJ:    withPatch(running.Clone().Suspend(true).Obj(), "launcher", "node"),
+			wantErrs: []string{`spec.runtimePatches[0].trainingRuntimeSpec.template.spec.replicatedJobs[0].name: Not found: "launcher"`},
+		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			v := validator(t, nil)
+			v := validator(t, nil, utiltesting.MakeRuntimeSpec().Torch().ClusterRuntime("torch-distributed"))
 			warnings, err := v.ValidateUpdate(context.Background(), tc.oldTJ, tc.newTJ)
 			if diff := cmp.Diff(tc.wantWarnings, warnings, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("warnings (-want +got):\n%s", diff)

@@ -61,12 +61,16 @@ import (
 // (their labels, annotations, node selector, node affinity, tolerations and
 // scheduling gates), which runtimePatches change while the TrainJob is
 // suspended: Kueue writes the flavor it admits the TrainJob on there.
-// Kubernetes lets them change only while the Job is suspended with no Pod
-// left, so a child still stopping is resumed later, when its change brings
-// the TrainJob back. plan is nil when the runtime could not be read: a
-// TrainJob without runtimePatches resumes as it is, one with them waits.
+// The cache holds child Jobs without their Pod template, so the Job to
+// resume is read from the API server. Kubernetes lets the directives change
+// only while the Job is suspended with no Pod left, so a child still
+// stopping is resumed later, when its change brings the TrainJob back. plan
+// is nil when the runtime could not be read or the TrainJob can no longer be
+// built on it: a TrainJob without changes to its runtime resumes as it is,
+// one with them waits.
 func (r *Reconciler) followSuspend(ctx context.Context, tj *trainer.TrainJob, children []child, plan *jobplan.Plan) error {
 	want := ptr.Deref(tj.Spec.Suspend, false)
+	patched := len(tj.Spec.RuntimePatches) > 0 || len(tj.Spec.PodTemplateOverrides) > 0 || len(tj.Spec.PodSpecOverrides) > 0
 	var errs []error
 	for _, c := range children {
 		if o, _ := jobOutcome(c.job); o != running || c.job.DeletionTimestamp != nil || ptr.Deref(c.job.Spec.Suspend, false) == want {
@@ -77,13 +81,27 @@ func (r *Reconciler) followSuspend(ctx context.Context, tj *trainer.TrainJob, ch
 			continue
 		}
 		desired := plannedJob(plan, c.job.Name)
-		switch {
-		case desired == nil && plan == nil && len(tj.Spec.RuntimePatches) > 0:
-			errs = append(errs, fmt.Errorf("resuming Job %s: its runtime could not be read, so its runtimePatches cannot be applied", klog.KObj(c.job)))
-		case desired == nil || sameDirectives(c.job, desired):
+		if desired == nil {
+			if plan == nil && patched {
+				errs = append(errs, fmt.Errorf("resuming Job %s: the TrainJob's runtime could not be read or built, so its runtime patches cannot be applied", klog.KObj(c.job)))
+				continue
+			}
 			errs = append(errs, r.setJobSuspend(ctx, c.job, false))
-		case suspendedWithoutPods(c.job):
-			errs = append(errs, r.resumeWithDirectives(ctx, c.job, desired))
+			continue
+		}
+		var live batchv1.Job
+		if err := r.apiReader.Get(ctx, client.ObjectKeyFromObject(c.job), &live); err != nil {
+			if !apierrors.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("reading Job %s to resume it: %w", klog.KObj(c.job), err))
+			}
+			continue
+		}
+		switch {
+		case sameDirectives(&live, desired):
+			errs = append(errs, r.setJobSuspend(ctx, c.job, false))
+		case suspendedWithoutPods(&live):
+			errs = append(errs, r.resumeWithDirectives(ctx, &live, desired))
+			c.job.Spec.Suspend = live.Spec.Suspend
 		default:
 			ctrl.LoggerFrom(ctx).V(2).Info("Waiting for the Pods of a child Job to stop before giving it new scheduling directives", "job", klog.KObj(c.job))
 		}
@@ -131,12 +149,12 @@ func withDirectives(job, desired *batchv1.Job) *batchv1.Job {
 		nodeAffinity = want.Spec.Affinity.NodeAffinity.DeepCopy()
 	}
 	switch {
-	case pod.Spec.Affinity != nil:
+	case pod.Spec.Affinity != nil && !equality.Semantic.DeepEqual(pod.Spec.Affinity.NodeAffinity, nodeAffinity):
 		pod.Spec.Affinity.NodeAffinity = nodeAffinity
 		if *pod.Spec.Affinity == (corev1.Affinity{}) {
 			pod.Spec.Affinity = nil
 		}
-	case nodeAffinity != nil:
+	case pod.Spec.Affinity == nil && nodeAffinity != nil:
 		pod.Spec.Affinity = &corev1.Affinity{NodeAffinity: nodeAffinity}
 	}
 	return out
@@ -148,12 +166,25 @@ func sameDirectives(job, desired *batchv1.Job) bool {
 	return equality.Semantic.DeepEqual(job.Spec.Template, withDirectives(job, desired).Spec.Template)
 }
 
-// resumeWithDirectives resumes a suspended child Job with the scheduling
-// directives of desired, in one patch.
+// resumeWithDirectives resumes a suspended child Job, job as the API server
+// has it, with the scheduling directives of desired, in one patch. A Job
+// that ran has its startTime cleared first: without Kubernetes 1.36's
+// MutableSchedulingDirectivesForSuspendedJobs (beta, on by default), only a
+// suspended Job without a startTime may take new directives, and the Job
+// controller clears it on suspension only with that gate, as JobSet and
+// Kueue clear it themselves.
 func (r *Reconciler) resumeWithDirectives(ctx context.Context, job, desired *batchv1.Job) error {
+	if job.Status.StartTime != nil {
+		if err := r.client.Status().Patch(ctx, job, client.RawPatch(types.MergePatchType, []byte(`{"status":{"startTime":null}}`))); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return fmt.Errorf("clearing the startTime of Job %s to give it new scheduling directives: %w", klog.KObj(job), err)
+		}
+	}
 	next := withDirectives(job, desired)
 	next.Spec.Suspend = ptr.To(false)
-	if err := r.client.Patch(ctx, next, client.MergeFrom(job)); err != nil && !apierrors.IsNotFound(err) {
+	if err := r.client.Patch(ctx, next, client.MergeFromWithOptions(job, client.MergeFromWithOptimisticLock{})); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("resuming Job %s with new scheduling directives: %w", klog.KObj(job), err)
 	}
 	*job = *next

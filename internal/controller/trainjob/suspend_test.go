@@ -151,10 +151,12 @@ func TestResumedJobNotTakenForPodless(t *testing.T) {
 }
 
 // A TrainJob admitted by Kueue resumes with the flavor Kueue patched in: its
-// children, created suspended before the patch, get the patch's scheduling
-// directives in the patch that resumes them; a child whose Pods have not
-// stopped yet waits, and without its runtime a patched TrainJob does not
-// resume at all.
+// children, created suspended before the patch or preempted on another
+// flavor, get the patch's scheduling directives in the patch that resumes
+// them, read from the API server (the cache holds Jobs without their Pod
+// template), the old flavor's removed; a Job that ran has its startTime
+// cleared first; a child whose Pods have not stopped yet waits, and without
+// its runtime a patched TrainJob does not resume at all.
 func TestResumeAppliesRuntimePatches(t *testing.T) {
 	twoWorkers := utiltesting.MakeRuntimeSpec().ReplicatedJobs(utiltesting.MakeReplicatedJob("worker").Replicas(2).Obj())
 	flavor := trainer.RuntimePatch{Manager: trainer.KueueManager, TrainingRuntimeSpec: &trainer.TrainingRuntimeSpecPatch{
@@ -162,7 +164,7 @@ func TestResumeAppliesRuntimePatches(t *testing.T) {
 			Name: "worker", Template: &trainer.JobTemplatePatch{Spec: &trainer.JobSpecPatch{Template: &trainer.PodTemplatePatch{
 				Metadata: &trainer.PatchMetadata{Labels: map[string]string{"kueue.x-k8s.io/podset": "worker"}},
 				Spec: &trainer.PodSpecPatch{
-					NodeSelector: map[string]string{"flavor": "spot"},
+					NodeSelector: map[string]string{"zone": "b"},
 					Tolerations:  []corev1.Toleration{{Key: "spot", Operator: corev1.TolerationOpExists}},
 				},
 			}}},
@@ -173,33 +175,54 @@ func TestResumeAppliesRuntimePatches(t *testing.T) {
 	queued.Spec.RuntimePatches = []trainer.RuntimePatch{{Manager: trainer.KueueManager}}
 	admitted := queued.Clone().Suspend(false).Obj()
 	admitted.Spec.RuntimePatches = []trainer.RuntimePatch{flavor}
-	// Created while queued; tj-worker-1 ran before a preemption and its
-	// Pod is still stopping.
-	stopped := childJob(t, queued.Obj(), twoWorkers, 0)
-	stopped.Generation = 1
+	// tj-worker-0 ran on an earlier flavor (pool=a), was preempted and has
+	// no Pod left; tj-worker-1's Pod is still stopping.
+	stopped := utiltesting.WrapJob(childJob(t, queued.Obj(), twoWorkers, 0)).SuspendedByController(earlier).Obj()
+	stopped.Generation = 3
+	stopped.Status.StartTime = ptr.To(metav1.NewTime(earlier))
+	stopped.Spec.Template.Spec.NodeSelector = map[string]string{"pool": "a"}
 	stopping := utiltesting.WrapJob(childJob(t, queued.Obj(), twoWorkers, 1)).Active(1).Obj()
 	stopping.Generation = 3
 	for _, j := range []*batchv1.Job{stopped, stopping} {
 		j.Spec.Template.Labels[batchv1.JobNameLabel] = j.Name // given by the API server
 	}
+	// The cache strips a Job's Pod template; the API server has it.
+	cacheLike := &interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+		if err := c.List(ctx, list, opts...); err != nil {
+			return err
+		}
+		if jobs, ok := list.(*batchv1.JobList); ok {
+			for i := range jobs.Items {
+				jobs.Items[i].Spec.Template = corev1.PodTemplateSpec{}
+			}
+		}
+		return nil
+	}}
 
 	t.Run("with its runtime", func(t *testing.T) {
-		f := newFixture(t, nil, admitted.DeepCopy(), stopped.DeepCopy(), stopping.DeepCopy(), twoWorkers.ClusterRuntime("torch-distributed"))
+		f := newFixture(t, cacheLike, admitted.DeepCopy(), stopped.DeepCopy(), stopping.DeepCopy(), twoWorkers.ClusterRuntime("torch-distributed"))
 		if err := f.reconcile(t, "tj"); err != nil {
 			t.Fatalf("Reconcile: %v", err)
 		}
 		jobs := map[string]batchv1.Job{}
-		for _, j := range f.jobs(t) {
-			jobs[j.Name] = j
+		for _, name := range []string{"tj-worker-0", "tj-worker-1"} {
+			var j batchv1.Job
+			if err := f.client.Get(context.Background(), client.ObjectKey{Namespace: testNS, Name: name}, &j); err != nil {
+				t.Fatal(err)
+			}
+			jobs[name] = j
 		}
 		got := jobs["tj-worker-0"]
 		if ptr.Deref(got.Spec.Suspend, true) {
 			t.Errorf("tj-worker-0 is still suspended")
 		}
+		if got.Status.StartTime != nil {
+			t.Errorf("tj-worker-0 startTime = %v, want it cleared before its directives changed", got.Status.StartTime)
+		}
 		pod := got.Spec.Template
-		if !cmp.Equal(pod.Spec.NodeSelector, map[string]string{"flavor": "spot"}) || len(pod.Spec.Tolerations) != 1 ||
+		if !cmp.Equal(pod.Spec.NodeSelector, map[string]string{"zone": "b"}) || len(pod.Spec.Tolerations) != 1 ||
 			pod.Labels["kueue.x-k8s.io/podset"] != "worker" || pod.Labels[batchv1.JobNameLabel] != "tj-worker-0" {
-			t.Errorf("tj-worker-0 Pod template = labels %v, nodeSelector %v, tolerations %v; want the flavor's and the API server's label kept",
+			t.Errorf("tj-worker-0 Pod template = labels %v, nodeSelector %v, tolerations %v; want the new flavor's alone and the API server's label kept",
 				pod.Labels, pod.Spec.NodeSelector, pod.Spec.Tolerations)
 		}
 		if w := jobs["tj-worker-1"]; !ptr.Deref(w.Spec.Suspend, false) || w.Spec.Template.Spec.NodeSelector != nil {
@@ -207,8 +230,8 @@ func TestResumeAppliesRuntimePatches(t *testing.T) {
 		}
 	})
 	t.Run("without its runtime", func(t *testing.T) {
-		f := newFixture(t, nil, admitted.DeepCopy(), stopped.DeepCopy(), stopping.DeepCopy())
-		if err := f.reconcile(t, "tj"); err == nil || !strings.Contains(err.Error(), "its runtimePatches cannot be applied") {
+		f := newFixture(t, cacheLike, admitted.DeepCopy(), stopped.DeepCopy(), stopping.DeepCopy())
+		if err := f.reconcile(t, "tj"); err == nil || !strings.Contains(err.Error(), "its runtime patches cannot be applied") {
 			t.Errorf("Reconcile error = %v, want the patches named", err)
 		}
 		if j := f.jobs(t)[0]; j.Name != "tj-worker-0" || !ptr.Deref(j.Spec.Suspend, false) {
