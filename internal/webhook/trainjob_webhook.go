@@ -95,6 +95,10 @@ func (v *TrainJobValidator) ValidateCreate(ctx context.Context, tj *trainer.Trai
 // checked against the runtime, as at creation.
 func (v *TrainJobValidator) ValidateUpdate(ctx context.Context, oldTJ, newTJ *trainer.TrainJob) (admission.Warnings, error) {
 	warnings := ttlWarnings(oldTJ, newTJ)
+	if oldTJ.Spec.Trainer != nil && newTJ.Spec.Trainer != nil &&
+		!equality.Semantic.DeepEqual(oldTJ.Spec.Trainer.ResourcesPerNode, newTJ.Spec.Trainer.ResourcesPerNode) {
+		return warnings, invalid(newTJ, field.ErrorList{field.Invalid(field.NewPath("spec", "trainer", "resourcesPerNode"), "{...}", "trainer is immutable")})
+	}
 	if !patchesChanged(oldTJ, newTJ) {
 		return warnings, nil
 	}

@@ -28,6 +28,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -148,6 +149,11 @@ func TestValidateCreate(t *testing.T) {
 	}
 }
 
+// resources requests cpu CPUs.
+func resources(cpu string) corev1.ResourceRequirements {
+	return corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}}
+}
+
 // withPatch adds to tj a runtime patch of replicated Job rjob that gives
 // container a security context.
 func withPatch(tj *trainer.TrainJob, rjob, container string) *trainer.TrainJob {
@@ -194,6 +200,15 @@ func TestValidateUpdate(t *testing.T) {
 		"extend the deadline of a running TrainJob": {
 			oldTJ: running.Clone().Deadline(60).Obj(),
 			newTJ: running.Clone().Deadline(600).Obj(),
+		},
+		"resources re-formatted by a client's Go types (0.5 is 500m)": {
+			oldTJ: running.Clone().Resources(resources("0.5")).Obj(),
+			newTJ: running.Clone().Resources(resources("500m")).Suspend(true).Obj(),
+		},
+		"resources changed": {
+			oldTJ:    running.Clone().Resources(resources("1")).Obj(),
+			newTJ:    running.Clone().Resources(resources("2")).Obj(),
+			wantErrs: []string{"spec.trainer.resourcesPerNode: Invalid value: \"{...}\": trainer is immutable"},
 		},
 		"a runtime patch written while suspended, as Kueue writes its flavor": {
 			oldTJ: running.Clone().Suspend(true).Obj(),

@@ -26,6 +26,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
@@ -371,6 +372,18 @@ func TestSchemaRefusesChangesItWouldIgnore(t *testing.T) {
 			name:   "with-trainer",
 			change: func(tj *trainer.TrainJob) { tj.Spec.Suspend = ptr.To(true) },
 		},
+		"change the trainer's image": {
+			name:   "with-trainer",
+			change: func(tj *trainer.TrainJob) { tj.Spec.Trainer.Image = ptr.To("other:1") },
+			want:   []string{"spec.trainer: Invalid value", "trainer is immutable"},
+		},
+		"change the trainer's resources": {
+			name: "with-trainer",
+			change: func(tj *trainer.TrainJob) {
+				tj.Spec.Trainer.ResourcesPerNode = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}}
+			},
+			want: []string{"trainer is immutable"},
+		},
 		"patch a running TrainJob": {
 			name:   "with-trainer",
 			change: func(tj *trainer.TrainJob) { tj.Spec.RuntimePatches = nodePatch("trainer", nil) },
@@ -393,7 +406,17 @@ func TestSchemaRefusesChangesItWouldIgnore(t *testing.T) {
 		"patch a suspended TrainJob whose Jobs still have active Pods": {
 			name:   "stopping",
 			change: func(tj *trainer.TrainJob) { tj.Spec.RuntimePatches = nodePatch("trainer", nil) },
-			want:   []string{"spec.runtimePatches: Forbidden: runtimePatches cannot change while Jobs of the TrainJob have active Pods"},
+			want:   []string{"spec: Forbidden: runtimePatches, podTemplateOverrides and podSpecOverrides cannot change while Jobs of the TrainJob have active Pods"},
+		},
+		"override a suspended TrainJob whose Jobs still have active Pods": {
+			name: "stopping",
+			change: func(tj *trainer.TrainJob) {
+				tj.Spec.PodTemplateOverrides = []trainer.PodTemplateOverride{{
+					TargetJobs: []trainer.PodTemplateOverrideTargetJob{{Name: "node"}},
+					Spec:       &trainer.PodTemplateSpecOverride{NodeSelector: map[string]string{"a": "b"}},
+				}}
+			},
+			want: []string{"spec: Forbidden: runtimePatches, podTemplateOverrides and podSpecOverrides cannot change while Jobs of the TrainJob have active Pods"},
 		},
 		"change an immutable field of a patch": {
 			name:   "queued",
@@ -563,5 +586,41 @@ spec:
 	}
 	if env := envOf(job); env["PET_NPROC_PER_NODE"] != "2" || env["CUSTOM_VAR"] != "custom-value" || env["PET_NNODES"] != "2" {
 		t.Errorf("env %v: want 2 processes per node (the CPU request), and the TrainJob's variable", env)
+	}
+}
+
+// A client that reads a TrainJob into Go types and writes it back whole, as
+// Kueue does at admission, re-formats the quantities of resourcesPerNode
+// (0.5 comes back as 500m). spec.trainer is immutable: the rewrite, the same
+// values, must not be refused as a change.
+func TestWholeUpdateWithReformattedQuantities(t *testing.T) {
+	ns := newNamespace(t)
+	manifest := `apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata:
+  name: quantities
+  labels: {kueue.x-k8s.io/queue-name: q}
+spec:
+  managedBy: kueue.x-k8s.io/multikueue
+  suspend: true
+  runtimeRef: {name: torch-distributed}
+  trainer:
+    resourcesPerNode:
+      requests: {cpu: "0.5", memory: 1.5Gi}
+`
+	f := filepath.Join(t.TempDir(), "trainjob.yaml")
+	if err := os.WriteFile(f, []byte(manifest), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := kubectl(t, "apply", "--server-side", "-n", ns, "-f", f); err != nil {
+		t.Fatalf("kubectl apply: %v\n%s", err, out)
+	}
+	tj, err := getTrainJob(ns, "quantities")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tj.Spec.Suspend = ptr.To(false)
+	if err := k8s.Update(context.Background(), tj); err != nil {
+		t.Errorf("a whole update with the same resources, re-formatted by Go types, was refused: %v", err)
 	}
 }

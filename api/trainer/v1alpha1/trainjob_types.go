@@ -111,7 +111,7 @@ const (
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a lowercase RFC 1035 label: start with a letter, then letters, digits or '-'"
 // +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63",message="metadata.name must be no more than 63 characters"
-// +kubebuilder:validation:XValidation:rule="!has(self.spec) || !has(oldSelf.spec) || !has(oldSelf.status) || !has(oldSelf.status.jobsStatus) || oldSelf.status.jobsStatus.all(j, j.active == 0) || (has(self.spec.runtimePatches) ? self.spec.runtimePatches : []) == (has(oldSelf.spec.runtimePatches) ? oldSelf.spec.runtimePatches : [])",fieldPath=".spec.runtimePatches",reason=FieldValueForbidden,message="runtimePatches cannot change while Jobs of the TrainJob have active Pods: suspend it and wait for its Pods to stop"
+// +kubebuilder:validation:XValidation:rule="!has(self.spec) || !has(oldSelf.spec) || !has(oldSelf.status) || !has(oldSelf.status.jobsStatus) || oldSelf.status.jobsStatus.all(j, j.active == 0) || ((has(self.spec.runtimePatches) ? self.spec.runtimePatches : []) == (has(oldSelf.spec.runtimePatches) ? oldSelf.spec.runtimePatches : []) && (has(self.spec.podTemplateOverrides) ? self.spec.podTemplateOverrides : []) == (has(oldSelf.spec.podTemplateOverrides) ? oldSelf.spec.podTemplateOverrides : []) && (has(self.spec.podSpecOverrides) ? self.spec.podSpecOverrides : []) == (has(oldSelf.spec.podSpecOverrides) ? oldSelf.spec.podSpecOverrides : []))",fieldPath=".spec",reason=FieldValueForbidden,message="runtimePatches, podTemplateOverrides and podSpecOverrides cannot change while Jobs of the TrainJob have active Pods: suspend it and wait for its Pods to stop"
 // +kubebuilder:validation:XValidation:rule="!has(self.spec) || !has(self.spec.suspend) || !self.spec.suspend || (has(oldSelf.spec) && has(oldSelf.spec.suspend) && oldSelf.spec.suspend) || !has(oldSelf.status) || !has(oldSelf.status.conditions) || !oldSelf.status.conditions.exists(c, c.type in ['Complete', 'Failed'] && c.status == 'True')",fieldPath=".spec.suspend",reason=FieldValueForbidden,message="the TrainJob finished (it is Complete or Failed); a finished TrainJob cannot be suspended"
 
 // TrainJob runs a distributed training job described by a training runtime.
@@ -153,8 +153,11 @@ type TrainJobSpec struct {
 	RuntimeRef RuntimeRef `json:"runtimeRef"`
 
 	// trainer overrides the trainer step of the runtime: image, command,
-	// arguments, environment, number of nodes and resources per node.
-	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="trainer is immutable"
+	// arguments, environment, number of nodes and resources per node. It is
+	// immutable. resourcesPerNode is compared by value (500m is 0.5) by the
+	// webhook, as clients that write a TrainJob back through Go types (Kueue
+	// at admission) re-format quantities.
+	// +kubebuilder:validation:XValidation:rule="(has(self.image) ? self.image : '') == (has(oldSelf.image) ? oldSelf.image : '') && (has(self.command) ? self.command : []) == (has(oldSelf.command) ? oldSelf.command : []) && (has(self.args) ? self.args : []) == (has(oldSelf.args) ? oldSelf.args : []) && (has(self.env) ? self.env : []) == (has(oldSelf.env) ? oldSelf.env : []) && (has(self.numNodes) ? self.numNodes : 0) == (has(oldSelf.numNodes) ? oldSelf.numNodes : 0) && (has(self.numProcPerNode) ? self.numProcPerNode : 0) == (has(oldSelf.numProcPerNode) ? oldSelf.numProcPerNode : 0) && has(self.resourcesPerNode) == has(oldSelf.resourcesPerNode)",message="trainer is immutable"
 	// +optional
 	Trainer *Trainer `json:"trainer,omitempty"`
 
