@@ -43,7 +43,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	configv1alpha1 "github.com/trainjob-operator/trainjob-operator/api/config/v1alpha1"
 	"github.com/trainjob-operator/trainjob-operator/internal/config"
@@ -490,74 +489,29 @@ func applyWebhookConfiguration(ctx context.Context, cl client.Client, o Options,
 	if err != nil {
 		return err
 	}
-	for _, doc := range strings.Split(string(data), "\n---\n") {
-		if strings.TrimSpace(strings.TrimPrefix(doc, "---")) == "" {
-			continue
+	configs, err := webhookConfigurations(data)
+	if err != nil {
+		return fmt.Errorf("config/webhook/manifests.yaml: %w", err)
+	}
+	for _, c := range configs {
+		c.SetName(configv1alpha1.DefaultWebhookConfigurationName)
+		want := webhooksOf(c, nil)
+		for _, w := range want {
+			url := fmt.Sprintf("https://localhost:%d%s", port, w.path())
+			*w.clientConfig = admissionregistrationv1.WebhookClientConfig{URL: &url}
 		}
-		var meta metav1.TypeMeta
-		if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
-			return fmt.Errorf("config/webhook/manifests.yaml: %w", err)
+		keepCABundles := func(cur client.Object) {
+			for i, w := range webhooksOf(cur, nil) {
+				if i < len(want) {
+					want[i].clientConfig.CABundle = w.clientConfig.CABundle
+				}
+			}
 		}
-		switch meta.Kind {
-		case "ValidatingWebhookConfiguration":
-			err = applyWebhooks(ctx, cl, []byte(doc), port, &admissionregistrationv1.ValidatingWebhookConfiguration{},
-				func(c *admissionregistrationv1.ValidatingWebhookConfiguration) []*admissionregistrationv1.WebhookClientConfig {
-					var out []*admissionregistrationv1.WebhookClientConfig
-					for i := range c.Webhooks {
-						out = append(out, &c.Webhooks[i].ClientConfig)
-					}
-					return out
-				})
-		case "MutatingWebhookConfiguration":
-			err = applyWebhooks(ctx, cl, []byte(doc), port, &admissionregistrationv1.MutatingWebhookConfiguration{},
-				func(c *admissionregistrationv1.MutatingWebhookConfiguration) []*admissionregistrationv1.WebhookClientConfig {
-					var out []*admissionregistrationv1.WebhookClientConfig
-					for i := range c.Webhooks {
-						out = append(out, &c.Webhooks[i].ClientConfig)
-					}
-					return out
-				})
-		default:
-			err = fmt.Errorf("config/webhook/manifests.yaml: unexpected kind %q", meta.Kind)
-		}
-		if err != nil {
+		if err := createOrReplace(ctx, cl, c, keepCABundles); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// applyWebhooks creates or updates the webhook configuration doc describes,
-// named as the manager expects, its webhooks called at the manager's port
-// on this machine.
-func applyWebhooks[T client.Object](ctx context.Context, cl client.Client, doc []byte, port int, want T, configs func(T) []*admissionregistrationv1.WebhookClientConfig) error {
-	if err := yaml.UnmarshalStrict(doc, want); err != nil {
-		return fmt.Errorf("config/webhook/manifests.yaml: %w", err)
-	}
-	want.SetName(configv1alpha1.DefaultWebhookConfigurationName)
-	cur := want.DeepCopyObject().(T)
-	err := cl.Get(ctx, client.ObjectKey{Name: want.GetName()}, cur)
-	if err != nil && !apierrors.IsNotFound(err) {
-		return err
-	}
-	found := err == nil
-	old := configs(cur)
-	for i, cc := range configs(want) {
-		path := "/"
-		if cc.Service != nil && cc.Service.Path != nil {
-			path = *cc.Service.Path
-		}
-		url := fmt.Sprintf("https://localhost:%d%s", port, path)
-		*cc = admissionregistrationv1.WebhookClientConfig{URL: &url}
-		if found && i < len(old) {
-			cc.CABundle = old[i].CABundle
-		}
-	}
-	if !found {
-		return cl.Create(ctx, want)
-	}
-	want.SetResourceVersion(cur.GetResourceVersion())
-	return cl.Update(ctx, want)
 }
 
 func netListen(port int) (net.Listener, error) {

@@ -41,7 +41,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 )
@@ -483,58 +482,26 @@ func applyKueueWebhooks(ctx context.Context, cl client.Client, manifests string,
 		Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: []string{"kube-system", KueueNamespace},
 	}}}
 	onTrainJobs := func(name string) bool { return strings.HasSuffix(name, "trainjob.kb.io") }
+	configs, err := webhookConfigurations(data)
+	if err != nil {
+		return fmt.Errorf("%s: %w", manifests, err)
+	}
 	found := 0
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	for {
-		var doc json.RawMessage
-		if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			return fmt.Errorf("%s: %w", manifests, err)
+	for _, c := range configs {
+		for _, w := range webhooksOf(c, func(name string) bool { return slices.Contains(kueueWebhooks, name) }) {
+			*w.clientConfig = clientConfig(w.clientConfig.Service)
+			if onTrainJobs(w.name) {
+				*w.namespaceSelector = namespaces
+			}
+			found++
 		}
-		var tm metav1.TypeMeta
-		if err := json.Unmarshal(doc, &tm); err != nil {
-			return err
+		suffix := "-validating"
+		if _, ok := c.(*admissionregistrationv1.MutatingWebhookConfiguration); ok {
+			suffix = "-mutating"
 		}
-		var obj client.Object
-		switch tm.Kind {
-		case "MutatingWebhookConfiguration":
-			var c admissionregistrationv1.MutatingWebhookConfiguration
-			if err := json.Unmarshal(doc, &c); err != nil {
-				return err
-			}
-			c.Webhooks = slices.DeleteFunc(c.Webhooks, func(w admissionregistrationv1.MutatingWebhook) bool { return !slices.Contains(kueueWebhooks, w.Name) })
-			for i := range c.Webhooks {
-				w := &c.Webhooks[i]
-				w.ClientConfig = clientConfig(w.ClientConfig.Service)
-				if onTrainJobs(w.Name) {
-					w.NamespaceSelector = namespaces
-				}
-			}
-			found += len(c.Webhooks)
-			c.ObjectMeta = metav1.ObjectMeta{Name: kueueWebhookConfigurationName + "-mutating"}
-			obj = &c
-		case "ValidatingWebhookConfiguration":
-			var c admissionregistrationv1.ValidatingWebhookConfiguration
-			if err := json.Unmarshal(doc, &c); err != nil {
-				return err
-			}
-			c.Webhooks = slices.DeleteFunc(c.Webhooks, func(w admissionregistrationv1.ValidatingWebhook) bool { return !slices.Contains(kueueWebhooks, w.Name) })
-			for i := range c.Webhooks {
-				w := &c.Webhooks[i]
-				w.ClientConfig = clientConfig(w.ClientConfig.Service)
-				if onTrainJobs(w.Name) {
-					w.NamespaceSelector = namespaces
-				}
-			}
-			found += len(c.Webhooks)
-			c.ObjectMeta = metav1.ObjectMeta{Name: kueueWebhookConfigurationName + "-validating"}
-			obj = &c
-		default:
-			continue
-		}
-		if err := createOrReplace(ctx, cl, obj); err != nil {
-			return fmt.Errorf("registering %s: %w", obj.GetName(), err)
+		c.SetName(kueueWebhookConfigurationName + suffix)
+		if err := createOrReplace(ctx, cl, c, nil); err != nil {
+			return fmt.Errorf("registering %s: %w", c.GetName(), err)
 		}
 	}
 	if found != len(kueueWebhooks) {
@@ -544,7 +511,9 @@ func applyKueueWebhooks(ctx context.Context, cl client.Client, manifests string,
 }
 
 // createOrReplace creates obj, or replaces the object of its name with it.
-func createOrReplace(ctx context.Context, cl client.Client, obj client.Object) error {
+// When that object exists, keep, if not nil, is given it first, to carry
+// over into obj what is to be kept.
+func createOrReplace(ctx context.Context, cl client.Client, obj client.Object, keep func(cur client.Object)) error {
 	cur := obj.DeepCopyObject().(client.Object)
 	err := cl.Get(ctx, client.ObjectKeyFromObject(obj), cur)
 	if apierrors.IsNotFound(err) {
@@ -552,6 +521,9 @@ func createOrReplace(ctx context.Context, cl client.Client, obj client.Object) e
 	}
 	if err != nil {
 		return err
+	}
+	if keep != nil {
+		keep(cur)
 	}
 	obj.SetResourceVersion(cur.GetResourceVersion())
 	return cl.Update(ctx, obj)
