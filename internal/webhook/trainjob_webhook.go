@@ -119,21 +119,8 @@ func patchesChanged(oldTJ, newTJ *trainer.TrainJob) bool {
 // trainer container), as at creation: they would otherwise only be found
 // when the TrainJob resumes.
 func (v *TrainJobValidator) validatePatches(ctx context.Context, tj *trainer.TrainJob) (admission.Warnings, field.ErrorList) {
-	if lifecycle.ManagedElsewhere(tj) {
-		return nil, nil
-	}
-	rt, err := jobplan.Resolve(ctx, v.reader, tj)
-	if err != nil {
-		return admission.Warnings{fmt.Sprintf("spec.runtimeRef: could not read %s %q to check the runtime patches: %v", rt.Kind, rt.Name, err)}, nil
-	}
-	if _, err := jobplan.Build(tj, rt); err != nil {
-		var buildErr *jobplan.Error
-		if errors.As(err, &buildErr) {
-			return nil, buildErr.Errs
-		}
-		return nil, field.ErrorList{field.InternalError(field.NewPath("spec"), err)}
-	}
-	return nil, nil
+	_, _, warnings, errs := v.plan(ctx, tj)
+	return warnings, errs
 }
 
 // ValidateDelete allows every deletion.
@@ -174,32 +161,43 @@ func managedByWarnings(tj *trainer.TrainJob) admission.Warnings {
 // server whether it would accept those Jobs. A runtime that does not exist
 // yet is a warning: the TrainJob waits for it.
 func (v *TrainJobValidator) validateRuntime(ctx context.Context, tj *trainer.TrainJob) (admission.Warnings, field.ErrorList) {
+	rt, plan, warnings, errs := v.plan(ctx, tj)
+	if plan == nil || len(errs) > 0 {
+		return warnings, errs
+	}
+	collisionWarnings, errs := v.nameCollisions(ctx, tj, plan)
+	if warnings = append(warnings, collisionWarnings...); len(errs) > 0 {
+		return warnings, errs
+	}
+	dryWarnings, errs := v.dryRunJobs(ctx, tj, rt, plan)
+	return append(warnings, dryWarnings...), errs
+}
+
+// plan builds the TrainJob's children on its runtime. It returns no plan,
+// and a warning, when the runtime cannot be read, and none for a TrainJob
+// another controller runs (maybe on another cluster).
+func (v *TrainJobValidator) plan(ctx context.Context, tj *trainer.TrainJob) (jobplan.Runtime, *jobplan.Plan, admission.Warnings, field.ErrorList) {
 	if lifecycle.ManagedElsewhere(tj) {
-		return nil, nil // another controller runs it, maybe on another cluster
+		return jobplan.Runtime{}, nil, nil, nil
 	}
 	rt, err := jobplan.Resolve(ctx, v.reader, tj)
 	switch {
 	case apierrors.IsNotFound(err):
-		return admission.Warnings{fmt.Sprintf("spec.runtimeRef: %s %q does not exist%s; the TrainJob will wait until it does", rt.Kind, rt.Name, rt.Where(tj))}, nil
+		return rt, nil, admission.Warnings{fmt.Sprintf("spec.runtimeRef: %s %q does not exist%s; the TrainJob will wait until it does", rt.Kind, rt.Name, rt.Where(tj))}, nil
 	case err != nil:
 		// Not knowing the runtime is no reason to refuse the TrainJob: the
 		// controller checks again before it creates anything.
-		return admission.Warnings{fmt.Sprintf("spec.runtimeRef: could not read %s %q: %v", rt.Kind, rt.Name, err)}, nil
+		return rt, nil, admission.Warnings{fmt.Sprintf("spec.runtimeRef: could not read %s %q: %v", rt.Kind, rt.Name, err)}, nil
 	}
 	plan, err := jobplan.Build(tj, rt)
 	if err != nil {
 		var buildErr *jobplan.Error
 		if errors.As(err, &buildErr) {
-			return nil, buildErr.Errs
+			return rt, nil, nil, buildErr.Errs
 		}
-		return nil, field.ErrorList{field.InternalError(field.NewPath("spec"), err)}
+		return rt, nil, nil, field.ErrorList{field.InternalError(field.NewPath("spec"), err)}
 	}
-	warnings, errs := v.nameCollisions(ctx, tj, plan)
-	if len(errs) > 0 {
-		return warnings, errs
-	}
-	dryWarnings, errs := v.dryRunJobs(ctx, tj, rt, plan)
-	return append(warnings, dryWarnings...), errs
+	return rt, plan, nil, nil
 }
 
 // nameCollisions refuses a TrainJob whose Jobs would have the names of
