@@ -21,6 +21,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -292,16 +294,22 @@ func TestFieldsOfOursSurviveAdmission(t *testing.T) {
 	}
 }
 
-// A higher-priority TrainJob preempts a running lower-priority one: Kueue
-// suspends it, trainjob-operator stops its Pods (Suspended, its deadline
-// paused), and Kueue admits the other. Once that one completes, the first is
-// admitted again, resumes with its flavor's placement, its deadline counted
-// from the resume, and completes; so do both Workloads.
-func TestHigherPriorityPreempts(t *testing.T) {
+// A higher-priority TrainJob preempts a lower one: the lower is suspended,
+// its Pods are gone and its deadline paused. Its ClusterQueue has two
+// flavors, the reserved nodes first and one node of the rest second, and
+// preempts rather than try the next flavor: the high TrainJob takes the
+// reserved flavor from the low one, which Kueue then admits again on the
+// second flavor. The low one resumes there with the second flavor's node
+// selector in place of the first's, and completes, its deadline counted
+// from the resume.
+func TestHigherPriorityPreemptsAndResumeMovesFlavor(t *testing.T) {
 	ns := newNamespace(t)
-	flavor := fmt.Sprintf(`{nodeLabels: {%q: %q}, tolerations: [{key: %q, operator: Equal, value: %q, effect: %s}]}`,
+	reserved := fmt.Sprintf(`{nodeLabels: {%q: %q}, tolerations: [{key: %q, operator: Equal, value: %q, effect: %s}]}`,
 		dev.PoolLabel, dev.ReservedPool, dev.ReservedTaint.Key, dev.ReservedTaint.Value, dev.ReservedTaint.Effect)
-	createYAML(t, `{apiVersion: %s, kind: ResourceFlavor, metadata: {name: %s}, spec: %s}`, kueueVersion, ns, flavor)
+	const spareNode = "kwok-node-0"
+	createYAML(t, `{apiVersion: %s, kind: ResourceFlavor, metadata: {name: %s-reserved}, spec: %s}`, kueueVersion, ns, reserved)
+	createYAML(t, `{apiVersion: %s, kind: ResourceFlavor, metadata: {name: %s-spare}, spec: {nodeLabels: {%q: %q}}}`,
+		kueueVersion, ns, corev1.LabelHostname, spareNode)
 	createYAML(t, `
 apiVersion: %s
 kind: ClusterQueue
@@ -309,14 +317,19 @@ metadata: {name: %s}
 spec:
   namespaceSelector: {}
   preemption: {withinClusterQueue: LowerPriority}
+  flavorFungibility: {whenCanPreempt: MayStopSearch}
   resourceGroups:
   - coveredResources: [cpu, memory]
     flavors:
-    - name: %s
+    - name: %s-reserved
       resources:
       - {name: cpu, nominalQuota: "2"}
       - {name: memory, nominalQuota: 64Gi}
-`, kueueVersion, ns, ns)
+    - name: %s-spare
+      resources:
+      - {name: cpu, nominalQuota: "2"}
+      - {name: memory, nominalQuota: 64Gi}
+`, kueueVersion, ns, ns, ns)
 	createYAML(t, `{apiVersion: %s, kind: LocalQueue, metadata: {name: %s, namespace: %s}, spec: {clusterQueue: %s}}`, kueueVersion, ns, ns, ns)
 	for name, value := range map[string]int{ns + "-low": 10, ns + "-high": 1000} {
 		createYAML(t, `{apiVersion: %s, kind: WorkloadPriorityClass, metadata: {name: %s}, value: %d}`, kueueVersion, name, value)
@@ -325,68 +338,111 @@ spec:
 		return utiltesting.MakeTrainJob(name, ns).Label(queueLabel, ns).Label("kueue.x-k8s.io/priority-class", ns+"-"+priority).
 			Annotation(runFor, runTime).Deadline(3600).Command("torchrun", "train.py").NumNodes(2).Resources(cpu("1")).Obj()
 	}
-	runningPods := func(name string) int {
-		n := 0
+	runningPods := func(name string) []corev1.Pod {
+		var running []corev1.Pod
 		for _, p := range listOf(t, &corev1.PodList{}, ns, name).Items {
 			if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
-				n++
+				running = append(running, p)
 			}
 		}
-		return n
+		return running
+	}
+	// onReserved reports whether a Pod was placed by the reserved flavor:
+	// its node selector and node are the reserved pool's.
+	onReserved := func(p corev1.Pod) bool {
+		return p.Spec.NodeSelector[dev.PoolLabel] == dev.ReservedPool && strings.HasPrefix(p.Spec.NodeName, "kwok-node-") && p.Spec.NodeName != spareNode
 	}
 
 	create(t, trainJob("low", "low", "20s"))
-	eventually(t, "low's 2 Pods to run", func() error {
-		if n := runningPods("low"); n != 2 {
-			return fmt.Errorf("%d running", n)
+	eventually(t, "low's 2 Pods to run on the reserved flavor", func() error {
+		pods := runningPods("low")
+		if len(pods) != 2 {
+			return fmt.Errorf("%d running", len(pods))
+		}
+		for _, p := range pods {
+			if !onReserved(p) {
+				return fmt.Errorf("Pod %s: nodeSelector %v, node %s", p.Name, p.Spec.NodeSelector, p.Spec.NodeName)
+			}
 		}
 		return nil
 	})
-	progress(t, "low runs")
+	progress(t, "low runs on the reserved flavor")
 
-	create(t, trainJob("high", "high", "3s"))
-	eventually(t, "low to be preempted: Suspended, no Pod left", func() error {
-		tj, err := getTrainJob(ns, "low")
-		if err != nil {
-			return err
+	// Kueue may admit the preempted TrainJob again at once: a watch sees
+	// the suspension, however short.
+	var mu sync.Mutex
+	var suspendedAt time.Time
+	var pausedWhileSuspended bool
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	err := utiltesting.Watch(ctx, k8s, ns, func() client.ObjectList { return &trainer.TrainJobList{} }, func(ev utiltesting.Event) {
+		tj, ok := ev.Object.(*trainer.TrainJob)
+		if !ok || tj.Name != "low" || !meta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobSuspended) {
+			return
 		}
-		if !ptr.Deref(tj.Spec.Suspend, false) || !meta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobSuspended) {
-			return fmt.Errorf("suspend %v, conditions %+v", tj.Spec.Suspend, tj.Status.Conditions)
+		mu.Lock()
+		defer mu.Unlock()
+		if suspendedAt.IsZero() {
+			suspendedAt = ev.At
 		}
-		if pods := listOf(t, &corev1.PodList{}, ns, "low").Items; len(pods) != 0 {
-			return fmt.Errorf("%d Pods left", len(pods))
-		}
-		return nil
-	})
-	preempted := time.Now()
-	low, err := getTrainJob(ns, "low")
+		pausedWhileSuspended = pausedWhileSuspended || lifecycle.DeadlinePaused(tj)
+	}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !lifecycle.DeadlinePaused(low) {
-		t.Errorf("low is suspended, but its deadline is not paused: startTime %v", low.Status.StartTime)
-	}
-	progress(t, "low preempted: suspended, its Pods gone, its deadline paused")
 
-	waitComplete(t, 2*time.Minute, ns, "high")
-	progress(t, "high completed")
-	eventually(t, "low to resume and run again on the flavor's nodes", func() error {
-		if n := runningPods("low"); n != 2 {
-			return fmt.Errorf("%d running", n)
+	create(t, trainJob("high", "high", "15s"))
+	eventually(t, "low to be preempted: Suspended", func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if suspendedAt.IsZero() {
+			return fmt.Errorf("not seen Suspended yet")
 		}
 		return nil
 	})
-	for _, p := range listOf(t, &corev1.PodList{}, ns, "low").Items {
-		if p.Spec.NodeSelector[dev.PoolLabel] != dev.ReservedPool {
-			t.Errorf("low's Pod %s after the resume: nodeSelector %v, want the flavor's", p.Name, p.Spec.NodeSelector)
-		}
+	mu.Lock()
+	preempted, paused := suspendedAt, pausedWhileSuspended
+	mu.Unlock()
+	if !paused {
+		t.Errorf("low was suspended, but its deadline was not paused")
 	}
-	progress(t, "low resumed")
-	low = waitComplete(t, 2*time.Minute, ns, "low")
+	progress(t, "low preempted: suspended, its deadline paused")
+
+	eventually(t, "high to run on the reserved flavor", func() error {
+		pods := runningPods("high")
+		if len(pods) != 2 {
+			return fmt.Errorf("%d running", len(pods))
+		}
+		for _, p := range pods {
+			if !onReserved(p) {
+				return fmt.Errorf("Pod %s: nodeSelector %v, node %s", p.Name, p.Spec.NodeSelector, p.Spec.NodeName)
+			}
+		}
+		return nil
+	})
+	eventually(t, "low to resume on the spare flavor while high runs", func() error {
+		pods := runningPods("low")
+		if len(pods) != 2 {
+			return fmt.Errorf("%d running", len(pods))
+		}
+		for _, p := range pods {
+			if _, ok := p.Spec.NodeSelector[dev.PoolLabel]; ok || p.Spec.NodeSelector[corev1.LabelHostname] != spareNode || p.Spec.NodeName != spareNode {
+				return fmt.Errorf("Pod %s: nodeSelector %v, node %s; want only the spare flavor's", p.Name, p.Spec.NodeSelector, p.Spec.NodeName)
+			}
+			if slices.ContainsFunc(p.Spec.Tolerations, func(tol corev1.Toleration) bool { return tol.Key == dev.ReservedTaint.Key }) {
+				return fmt.Errorf("Pod %s still tolerates the reserved nodes: %v", p.Name, p.Spec.Tolerations)
+			}
+		}
+		return nil
+	})
+	progress(t, "low resumed on the spare flavor, with its selector in place of the reserved one's")
+
+	low := waitComplete(t, 2*time.Minute, ns, "low")
 	if low.Status.StartTime == nil || low.Status.StartTime.Time.Before(preempted.Add(-time.Second)) {
 		t.Errorf("low's startTime %v, want after its resume (preempted at %v): the deadline counts from the resume", low.Status.StartTime, preempted)
 	}
-	progress(t, "low completed")
+	waitComplete(t, 2*time.Minute, ns, "high")
+	progress(t, "both completed")
 	eventually(t, "both Workloads to finish", func() error {
 		all, err := workloads(ns)
 		if err != nil {

@@ -61,7 +61,7 @@ const (
 )
 
 var (
-	k8s      client.Client
+	k8s      client.WithWatch
 	devOpts  dev.Options
 	repoRoot string
 )
