@@ -126,7 +126,7 @@ func New(restConfig *rest.Config, cfg *configv1alpha1.Configuration, opts Option
 		if err := mgr.AddReadyzCheck("webhook", webhookServer.StartedChecker()); err != nil {
 			return nil, err
 		}
-		if err := setupWebhook(mgr, cfg.Webhook); err != nil {
+		if err := setupWebhook(mgr, cfg.Webhook, opts.Clock); err != nil {
 			return nil, err
 		}
 	}
@@ -152,7 +152,7 @@ func New(restConfig *rest.Config, cfg *configv1alpha1.Configuration, opts Option
 // setupWebhook registers the TrainJob webhook. With certificate management
 // on, it does so only once the serving certificate is in place: the webhook
 // server cannot start without one.
-func setupWebhook(mgr ctrl.Manager, cfg *configv1alpha1.Webhook) error {
+func setupWebhook(mgr ctrl.Manager, cfg *configv1alpha1.Webhook, clk clock.PassiveClock) error {
 	register := func() error {
 		// The webhook dry-runs the creation of a new TrainJob's Jobs with a
 		// client of its own, without the client-side rate limit: admission
@@ -170,8 +170,8 @@ func setupWebhook(mgr ctrl.Manager, cfg *configv1alpha1.Webhook) error {
 		if err := trainjobwebhook.NewTrainJobValidator(mgr.GetClient(), jobs).SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up the TrainJob webhook: %w", err)
 		}
-		if err := (trainjobwebhook.FieldKeeper{}).SetupWithManager(mgr); err != nil {
-			return fmt.Errorf("setting up the TrainJob field-keeping webhook: %w", err)
+		if err := trainjobwebhook.NewTrainJobDefaulter(clk).SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up the TrainJob defaulting webhook: %w", err)
 		}
 		return nil
 	}

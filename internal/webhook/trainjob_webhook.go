@@ -102,7 +102,7 @@ func (v *TrainJobValidator) ValidateUpdate(ctx context.Context, oldTJ, newTJ *tr
 	if !patchesChanged(oldTJ, newTJ) {
 		return warnings, nil
 	}
-	patchWarnings, errs := v.validatePatches(ctx, newTJ)
+	patchWarnings, errs := v.validatePatches(ctx, oldTJ, newTJ)
 	return append(warnings, patchWarnings...), invalid(newTJ, errs)
 }
 
@@ -117,10 +117,38 @@ func patchesChanged(oldTJ, newTJ *trainer.TrainJob) bool {
 // validatePatches refuses changed runtime patches that the TrainJob's
 // runtime cannot take (a replicated Job or container it lacks, env on the
 // trainer container), as at creation: they would otherwise only be found
-// when the TrainJob resumes.
-func (v *TrainJobValidator) validatePatches(ctx context.Context, tj *trainer.TrainJob) (admission.Warnings, field.ErrorList) {
-	_, _, warnings, errs := v.plan(ctx, tj)
+// when the TrainJob resumes. Once the TrainJob has Jobs (its shape is
+// pinned in its status), it refuses a change to more than their Pods'
+// scheduling directives too: Kubernetes lets nothing else of an existing
+// Job's Pods change, so the change would never reach them.
+func (v *TrainJobValidator) validatePatches(ctx context.Context, oldTJ, newTJ *trainer.TrainJob) (admission.Warnings, field.ErrorList) {
+	_, next, warnings, errs := v.plan(ctx, newTJ)
+	if next == nil || len(errs) > 0 || len(oldTJ.Status.JobsStatus) == 0 {
+		return warnings, errs
+	}
+	_, prev, _, prevErrs := v.plan(ctx, oldTJ)
+	if prev == nil || len(prevErrs) > 0 {
+		return warnings, nil
+	}
+	if changed := jobplan.ChangedBeyondSchedulingDirectives(prev, next); len(changed) > 0 {
+		errs = append(errs, field.Forbidden(changedPatchesPath(oldTJ, newTJ), fmt.Sprintf(
+			"changes the Pods of Job(s) %s beyond their scheduling directives; once a TrainJob's Jobs exist, a change to its runtime patches may only set the Pod template's labels and annotations and the Pods' nodeSelector, node affinity, tolerations and schedulingGates, which Kubernetes lets change in a suspended Job",
+			strings.Join(changed, ", "))))
+	}
 	return warnings, errs
+}
+
+// changedPatchesPath is the path of the field an update changes among
+// runtimePatches and Kubeflow v2.0 and v2.1's overrides.
+func changedPatchesPath(oldTJ, newTJ *trainer.TrainJob) *field.Path {
+	spec := field.NewPath("spec")
+	switch {
+	case !equality.Semantic.DeepEqual(oldTJ.Spec.PodTemplateOverrides, newTJ.Spec.PodTemplateOverrides):
+		return spec.Child("podTemplateOverrides")
+	case !equality.Semantic.DeepEqual(oldTJ.Spec.PodSpecOverrides, newTJ.Spec.PodSpecOverrides):
+		return spec.Child("podSpecOverrides")
+	}
+	return spec.Child("runtimePatches")
 }
 
 // ValidateDelete allows every deletion.

@@ -32,6 +32,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -167,10 +168,31 @@ func withPatch(tj *trainer.TrainJob, rjob, container string) *trainer.TrainJob {
 	return tj
 }
 
+// flavorPatch is a runtime patch of manager's as Kueue writes the flavor it
+// admits a TrainJob on: a node selector for the Pods of replicated Job node.
+func flavorPatch(manager string, nodeSelector map[string]string) trainer.RuntimePatch {
+	return trainer.RuntimePatch{Manager: manager, TrainingRuntimeSpec: &trainer.TrainingRuntimeSpecPatch{
+		Template: &trainer.JobSetTemplatePatch{Spec: &trainer.JobSetSpecPatch{ReplicatedJobs: []trainer.ReplicatedJobPatch{{
+			Name: "node", Template: &trainer.JobTemplatePatch{Spec: &trainer.JobSpecPatch{Template: &trainer.PodTemplatePatch{
+				Spec: &trainer.PodSpecPatch{NodeSelector: nodeSelector},
+			}}},
+		}}}},
+	}}
+}
+
+// withFlavorPatch gives tj Kueue's flavorPatch.
+func withFlavorPatch(tj *trainer.TrainJob, nodeSelector map[string]string) *trainer.TrainJob {
+	tj.Spec.RuntimePatches = []trainer.RuntimePatch{flavorPatch(trainer.KueueManager, nodeSelector)}
+	return tj
+}
+
 func TestValidateUpdate(t *testing.T) {
 	finished := metav1.Condition{Type: trainer.TrainJobComplete, Status: metav1.ConditionTrue, Reason: trainer.TrainJobJobsCompletedReason, LastTransitionTime: metav1.NewTime(time.Now())}
 	running := utiltesting.MakeTrainJob("tj", "ns")
 	done := running.Clone().Condition(finished)
+	// withJobs is a suspended TrainJob whose Jobs exist: its shape is pinned
+	// in its status.
+	withJobs := running.Clone().Suspend(true).JobsStatus(trainer.JobStatus{Name: "node", Replicas: 1})
 	cases := map[string]struct {
 		oldTJ, newTJ *trainer.TrainJob
 		wantWarnings admission.Warnings
@@ -213,6 +235,27 @@ func TestValidateUpdate(t *testing.T) {
 		"a runtime patch written while suspended, as Kueue writes its flavor": {
 			oldTJ: running.Clone().Suspend(true).Obj(),
 			newTJ: withPatch(running.Clone().Suspend(true).Obj(), "node", "node"),
+		},
+		"Jobs exist: a flavor written, then another in its place": {
+			oldTJ: withFlavorPatch(withJobs.Clone().Obj(), map[string]string{"pool": "a"}),
+			newTJ: withFlavorPatch(withJobs.Clone().Obj(), map[string]string{"pool": "b"}),
+		},
+		"Jobs exist: a patch that changes the containers": {
+			oldTJ:    withJobs.Clone().Obj(),
+			newTJ:    withPatch(withJobs.Clone().Obj(), "node", "node"),
+			wantErrs: []string{"spec.runtimePatches: Forbidden: changes the Pods of Job(s) tj-node-0 beyond their scheduling directives"},
+		},
+		"Jobs exist: a Kubeflow v2.1 override that changes the containers": {
+			oldTJ: withJobs.Clone().Obj(),
+			newTJ: func() *trainer.TrainJob {
+				tj := withJobs.Clone().Obj()
+				tj.Spec.PodTemplateOverrides = []trainer.PodTemplateOverride{{
+					TargetJobs: []trainer.PodTemplateOverrideTargetJob{{Name: "node"}},
+					Spec:       &trainer.PodTemplateSpecOverride{ServiceAccountName: ptr.To("trainer")},
+				}}
+				return tj
+			}(),
+			wantErrs: []string{"spec.podTemplateOverrides: Forbidden: changes the Pods of Job(s) tj-node-0 beyond their scheduling directives"},
 		},
 		"a runtime patch naming a container the runtime lacks": {
 			oldTJ:    running.Clone().Suspend(true).Obj(),

@@ -23,6 +23,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -517,6 +518,60 @@ func TestFieldsOfOursSurviveKubeflowTypedUpdates(t *testing.T) {
 	}
 	if got.Spec.TTLSecondsAfterFinished != nil {
 		t.Errorf("ttlSecondsAfterFinished = %d after kubectl removed it, want none", *got.Spec.TTLSecondsAfterFinished)
+	}
+}
+
+// Each runtime patch records when it was last written, as under Kubeflow
+// v2.3: at creation, and whenever its content changes; an update that
+// leaves it as it was keeps the time, even one that sends it back without.
+func TestRuntimePatchesRecordWhenWritten(t *testing.T) {
+	ns := newNamespace(t)
+	patch := func(pool string) []trainer.RuntimePatch {
+		return []trainer.RuntimePatch{{Manager: trainer.KueueManager, TrainingRuntimeSpec: &trainer.TrainingRuntimeSpecPatch{
+			Template: &trainer.JobSetTemplatePatch{Spec: &trainer.JobSetSpecPatch{ReplicatedJobs: []trainer.ReplicatedJobPatch{{
+				Name: "node", Template: &trainer.JobTemplatePatch{Spec: &trainer.JobSpecPatch{Template: &trainer.PodTemplatePatch{
+					Spec: &trainer.PodSpecPatch{NodeSelector: map[string]string{"pool": pool}},
+				}}},
+			}}}},
+		}}}
+	}
+	// Managed by MultiKueue, so that no controller here writes to it.
+	tj := utiltesting.MakeTrainJob("stamped", ns).ManagedBy(lifecycle.MultiKueue).Suspend(true).Obj()
+	tj.Spec.RuntimePatches = patch("a")
+	before := time.Now().Truncate(time.Second)
+	create(t, tj)
+	update := func(change func(*trainer.TrainJob)) *metav1.Time {
+		t.Helper()
+		if change != nil {
+			got, err := getTrainJob(ns, "stamped")
+			if err != nil {
+				t.Fatal(err)
+			}
+			change(got)
+			if err := k8s.Update(context.Background(), got); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := getTrainJob(ns, "stamped")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got.Spec.RuntimePatches[0].Time
+	}
+	created := update(nil)
+	if created == nil || created.Time.Before(before) {
+		t.Fatalf("time at creation %v, want the creation's (after %v)", created, before)
+	}
+	// The times have a resolution of a second.
+	time.Sleep(1100 * time.Millisecond)
+	if got := update(func(tj *trainer.TrainJob) { tj.Spec.TTLSecondsAfterFinished = ptr.To[int32](60) }); !got.Equal(created) {
+		t.Errorf("time after an update that leaves the patch alone %v, want %v", got, created)
+	}
+	if got := update(func(tj *trainer.TrainJob) { tj.Spec.RuntimePatches[0].Time = nil }); !got.Equal(created) {
+		t.Errorf("time after an update that sends the patch back without it %v, want %v", got, created)
+	}
+	if got := update(func(tj *trainer.TrainJob) { tj.Spec.RuntimePatches = patch("b") }); got == nil || !got.After(created.Time) {
+		t.Errorf("time after the patch changed %v, want later than %v", got, created)
 	}
 }
 

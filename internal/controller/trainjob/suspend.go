@@ -20,12 +20,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -97,7 +94,7 @@ func (r *Reconciler) followSuspend(ctx context.Context, tj *trainer.TrainJob, ch
 			continue
 		}
 		switch {
-		case sameDirectives(&live, desired):
+		case jobplan.SameSchedulingDirectives(&live, desired):
 			errs = append(errs, r.setJobSuspend(ctx, c.job, false))
 		case suspendedWithoutPods(&live):
 			errs = append(errs, r.resumeWithDirectives(ctx, &live, desired))
@@ -122,50 +119,6 @@ func plannedJob(plan *jobplan.Plan, name string) *batchv1.Job {
 	return nil
 }
 
-// apiServerLabels are the labels the API server gives a Job's Pod template;
-// they are kept whatever the plan says.
-var apiServerLabels = []string{batchv1.ControllerUidLabel, batchv1.JobNameLabel, "controller-uid", "job-name"}
-
-// withDirectives returns a copy of job whose Pod template has the scheduling
-// directives of desired's.
-func withDirectives(job, desired *batchv1.Job) *batchv1.Job {
-	out := job.DeepCopy()
-	pod, want := &out.Spec.Template, &desired.Spec.Template
-	labels := maps.Clone(want.Labels)
-	for _, k := range apiServerLabels {
-		if v, ok := pod.Labels[k]; ok {
-			if labels == nil {
-				labels = map[string]string{}
-			}
-			labels[k] = v
-		}
-	}
-	pod.Labels, pod.Annotations = labels, maps.Clone(want.Annotations)
-	pod.Spec.NodeSelector = maps.Clone(want.Spec.NodeSelector)
-	pod.Spec.Tolerations = slices.Clone(want.Spec.Tolerations)
-	pod.Spec.SchedulingGates = slices.Clone(want.Spec.SchedulingGates)
-	var nodeAffinity *corev1.NodeAffinity
-	if want.Spec.Affinity != nil {
-		nodeAffinity = want.Spec.Affinity.NodeAffinity.DeepCopy()
-	}
-	switch {
-	case pod.Spec.Affinity != nil && !equality.Semantic.DeepEqual(pod.Spec.Affinity.NodeAffinity, nodeAffinity):
-		pod.Spec.Affinity.NodeAffinity = nodeAffinity
-		if *pod.Spec.Affinity == (corev1.Affinity{}) {
-			pod.Spec.Affinity = nil
-		}
-	case pod.Spec.Affinity == nil && nodeAffinity != nil:
-		pod.Spec.Affinity = &corev1.Affinity{NodeAffinity: nodeAffinity}
-	}
-	return out
-}
-
-// sameDirectives reports whether job's Pods already have the scheduling
-// directives of desired's.
-func sameDirectives(job, desired *batchv1.Job) bool {
-	return equality.Semantic.DeepEqual(job.Spec.Template, withDirectives(job, desired).Spec.Template)
-}
-
 // resumeWithDirectives resumes a suspended child Job, job as the API server
 // has it, with the scheduling directives of desired, in one patch. A Job
 // that ran has its startTime cleared first: without Kubernetes 1.36's
@@ -182,7 +135,7 @@ func (r *Reconciler) resumeWithDirectives(ctx context.Context, job, desired *bat
 			return fmt.Errorf("clearing the startTime of Job %s to give it new scheduling directives: %w", klog.KObj(job), err)
 		}
 	}
-	next := withDirectives(job, desired)
+	next := jobplan.WithSchedulingDirectives(job, desired)
 	next.Spec.Suspend = ptr.To(false)
 	if err := r.client.Patch(ctx, next, client.MergeFromWithOptions(job, client.MergeFromWithOptimisticLock{})); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("resuming Job %s with new scheduling directives: %w", klog.KObj(job), err)

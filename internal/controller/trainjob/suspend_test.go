@@ -237,5 +237,9 @@ func TestResumeAppliesRuntimePatches(t *testing.T) {
 		if j := f.jobs(t)[0]; j.Name != "tj-worker-0" || !ptr.Deref(j.Spec.Suspend, false) {
 			t.Errorf("tj-worker-0 was resumed without its runtime patches")
 		}
+		// It waits for its runtime, which starts it when it appears.
+		if got := waitingIndexValue(f.trainJob(t, "tj")); len(got) != 1 || got[0] != runtimeKey(trainer.ClusterTrainingRuntimeKind, testNS, "torch-distributed") {
+			t.Errorf("waiting index = %v, want the runtime's key", got)
+		}
 	})
 }

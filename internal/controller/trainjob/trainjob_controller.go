@@ -23,6 +23,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -82,18 +83,23 @@ const (
 	failureMaxDelay  = 1000 * time.Second
 )
 
-// waitingIndex indexes the TrainJobs whose Jobs are not created yet by the
-// runtime they reference, as "<kind>/<namespace>/<name>" (namespace empty
-// for ClusterTrainingRuntimes). A TrainJob leaves it once created: the
-// index serves only to start waiting TrainJobs when their runtime appears
-// or is fixed, and holding every TrainJob in it would cost memory and, on
-// each edit of a popular runtime, a copy of every TrainJob that uses it.
+// waitingIndex indexes the TrainJobs that wait for the runtime they
+// reference, as "<kind>/<namespace>/<name>" (namespace empty for
+// ClusterTrainingRuntimes): those whose Jobs are not created yet, and those
+// resumed while Jobs of theirs are still suspended (a Job resumes with the
+// scheduling directives its runtime and patches give it, so a TrainJob with
+// patches waits for a runtime it cannot read). A TrainJob leaves it once
+// created and running: the index serves only to start waiting TrainJobs
+// when their runtime appears or is fixed, and holding every TrainJob in it
+// would cost memory and, on each edit of a popular runtime, a copy of
+// every TrainJob that uses it.
 const waitingIndex = "spec.runtimeRef.waiting"
 
 // waitingIndexValue is the value of waitingIndex for a TrainJob.
 func waitingIndexValue(o client.Object) []string {
 	tj := o.(*trainer.TrainJob)
-	if meta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobCreated) {
+	resuming := !ptr.Deref(tj.Spec.Suspend, false) && slices.ContainsFunc(tj.Status.JobsStatus, func(js trainer.JobStatus) bool { return js.Suspended > 0 })
+	if meta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobCreated) && !resuming {
 		return nil
 	}
 	return []string{runtimeKey(jobplan.KindOf(tj), tj.Namespace, tj.Spec.RuntimeRef.Name)}
@@ -340,8 +346,8 @@ func runtimeKey(kind, namespace, name string) string {
 	return kind + "/" + namespace + "/" + name
 }
 
-// waitingOn maps a runtime to the TrainJobs that reference it and whose Jobs
-// are not created yet, so they start as soon as their runtime appears or is
+// waitingOn maps a runtime to the TrainJobs that wait for it (see
+// waitingIndex), so they start as soon as their runtime appears or is
 // fixed.
 func (r *Reconciler) waitingOn(kind string) handler.MapFunc {
 	return func(ctx context.Context, o client.Object) []reconcile.Request {

@@ -443,6 +443,12 @@ func TestRuntimeStartsOnlyWaitingTrainJobs(t *testing.T) {
 		utiltesting.MakeTrainJob("waiting", testNS).Condition(notFound).Obj(),
 		utiltesting.MakeTrainJob("new", testNS).Obj(),
 		utiltesting.MakeTrainJob("created", testNS).Condition(created).Obj(),
+		utiltesting.MakeTrainJob("created-suspended", testNS).Condition(created).Suspend(true).
+			JobsStatus(trainer.JobStatus{Name: "node", Replicas: 1, Suspended: 1}).Obj(),
+		// Resumed, but its Job is still suspended: it waits for its runtime
+		// to give the Job its patches' scheduling directives.
+		utiltesting.MakeTrainJob("resuming", testNS).Condition(created).
+			JobsStatus(trainer.JobStatus{Name: "node", Replicas: 1, Suspended: 1}).Obj(),
 		utiltesting.MakeTrainJob("other-runtime", testNS).RuntimeRef(trainer.ClusterTrainingRuntimeKind, "jax").Condition(notFound).Obj(),
 		utiltesting.MakeTrainJob("namespaced", testNS).RuntimeRef(trainer.TrainingRuntimeKind, "torch-distributed").Condition(notFound).Obj(),
 	)
@@ -452,7 +458,7 @@ func TestRuntimeStartsOnlyWaitingTrainJobs(t *testing.T) {
 		got = append(got, req.Name)
 	}
 	slices.Sort(got)
-	if diff := cmp.Diff([]string{"new", "waiting"}, got); diff != "" {
+	if diff := cmp.Diff([]string{"new", "resuming", "waiting"}, got); diff != "" {
 		t.Errorf("TrainJobs started by the runtime (-want +got):\n%s", diff)
 	}
 }
