@@ -272,7 +272,8 @@ func TestQuotaForOneRunsThemOneAtATime(t *testing.T) {
 // Kueue admits a TrainJob by writing it back whole, through Kubeflow
 // Trainer's Go types, which lack the fields this project adds or keeps from
 // Kubeflow v2.1: the TTL and spec.labels survive the admission, and the
-// TrainJob runs and completes.
+// TrainJob runs and completes. Kueue's runtime patch records when it was
+// written.
 func TestFieldsOfOursSurviveAdmission(t *testing.T) {
 	ns := newNamespace(t)
 	queue(t, ns, ns, "2", false)
@@ -291,6 +292,10 @@ func TestFieldsOfOursSurviveAdmission(t *testing.T) {
 		if j.Labels["team"] != "vision" {
 			t.Errorf("Job %s labels %v lack spec.labels'", j.Name, j.Labels)
 		}
+	}
+	i := slices.IndexFunc(done.Spec.RuntimePatches, func(p trainer.RuntimePatch) bool { return p.Manager == trainer.KueueManager })
+	if i < 0 || done.Spec.RuntimePatches[i].Time == nil {
+		t.Errorf("runtime patches %+v: want Kueue's, with the time it was written", done.Spec.RuntimePatches)
 	}
 }
 
