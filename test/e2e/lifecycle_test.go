@@ -30,6 +30,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -345,6 +346,24 @@ func TestKubeflowYAMLRunsToCompletion(t *testing.T) {
 		}
 	})
 	waitRunning(t, ns, "multi-node-example", 3)
+	// The Kubeflow SDK finds a TrainJob's Pods, and tells its steps and
+	// nodes apart, by these labels.
+	selector, err := labels.Parse(trainer.JobSetNameLabel + "=multi-node-example," + trainer.JobSetReplicatedJobNameLabel +
+		" in (dataset-initializer, model-initializer, launcher, node)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found corev1.PodList
+	if err := k8s.List(context.Background(), &found, client.InNamespace(ns), client.MatchingLabelsSelector{Selector: selector}); err != nil {
+		t.Fatal(err)
+	}
+	indexes := map[string]bool{}
+	for _, p := range found.Items {
+		indexes[p.Labels[batchv1.JobCompletionIndexAnnotation]] = true
+	}
+	if want := map[string]bool{"0": true, "1": true, "2": true}; !cmp.Equal(want, indexes) {
+		t.Errorf("the Kubeflow SDK's selector %q finds Pods of completion indexes %v, want %v", selector, indexes, want)
+	}
 	waitCondition(t, ns, "multi-node-example", trainer.TrainJobComplete, trainer.TrainJobJobsCompletedReason)
 }
 
