@@ -55,6 +55,10 @@ type Step struct {
 	Replicas int32
 	// Trainer is true for the trainer step.
 	Trainer bool
+	// DependsOn are the steps that must reach a status before the Jobs of
+	// this one are created: the runtime's dependsOn, or, with startupPolicy
+	// InOrder, the step before, Ready.
+	DependsOn []trainer.DependsOn
 }
 
 // Plan is everything a TrainJob needs to run.
@@ -65,6 +69,9 @@ type Plan struct {
 	Jobs []*batchv1.Job
 	// Service is the headless Service named after the TrainJob.
 	Service *corev1.Service
+	// Success says when the TrainJob is Complete: the runtime's
+	// successPolicy, or JobSet's default, All of every step.
+	Success trainer.SuccessPolicy
 }
 
 // JobName is the name of the child Job for replica index of replicated Job
@@ -131,6 +138,7 @@ func Build(trainJob *trainer.TrainJob, rt Runtime) (*Plan, error) {
 		errs = append(errs, field.Invalid(rjobsPath.Index(trainerIdx).Child("replicas"), rjobs[trainerIdx].Replicas,
 			"the trainer step must have exactly 1 replica: its nodes are the Pods of that Job (set numNodes instead)"))
 	}
+	errs = append(errs, checkDependsOn(rjobs, rjobsPath)...)
 	numNodes := numNodes(trainJob, rt.Spec)
 	policy := policyOf(rt.Spec)
 	if policy.SetsUpTrainer() && trainerIdx < 0 {
@@ -141,15 +149,19 @@ func Build(trainJob *trainer.TrainJob, rt Runtime) (*Plan, error) {
 		return nil, &Error{Errs: errs}
 	}
 
-	plan := &Plan{Service: Service(trainJob)}
+	plan := &Plan{Service: Service(trainJob), Success: successPolicy(rt.Spec)}
+	coordinator, coordErr := coordinatorOf(trainJob, rt.Spec, numNodes, trainerIdx, rtPath.Child("template", "spec", "coordinator"))
+	if coordErr != nil {
+		errs = append(errs, coordErr)
+	}
 	in := &PolicyInput{TrainJob: trainJob, Runtime: rt, NumNodes: numNodes, Path: rjobsPath}
 	trainerReady := false
 	for i := range rjobs {
 		rjob := &rjobs[i]
 		isTrainer := i == trainerIdx
-		plan.Steps = append(plan.Steps, Step{Name: rjob.Name, Replicas: replicasOf(*rjob), Trainer: isTrainer})
+		plan.Steps = append(plan.Steps, Step{Name: rjob.Name, Replicas: replicasOf(*rjob), Trainer: isTrainer, DependsOn: dependsOn(rt.Spec, i)})
 		for r := range replicasOf(*rjob) {
-			job := baseJob(trainJob, rt.Spec, i, r)
+			job := baseJob(trainJob, rt.Spec, i, r, coordinator)
 			completions := ptr.Deref(job.Spec.Completions, 1)
 			if isTrainer {
 				completions = numNodes
@@ -230,11 +242,14 @@ func numNodes(trainJob *trainer.TrainJob, spec *trainer.TrainingRuntimeSpec) int
 // metadata, JobSet's labels and annotations, ownership, tracking finalizer,
 // Indexed completion and DNS settings. The labels the controller finds its
 // children by, and JobSet's, win over those of the runtime and the TrainJob.
-func baseJob(trainJob *trainer.TrainJob, spec *trainer.TrainingRuntimeSpec, i int, r int32) *batchv1.Job {
+func baseJob(trainJob *trainer.TrainJob, spec *trainer.TrainingRuntimeSpec, i int, r int32, coordinator string) *batchv1.Job {
 	rjob := &spec.Template.Spec.ReplicatedJobs[i]
 	tmpl := rjob.Template.DeepCopy()
 	ours := ChildLabels(trainJob.Name, rjob.Name, r)
 	jobSet := jobSetKeys(trainJob, spec.Template.Spec.ReplicatedJobs, i, r)
+	if coordinator != "" {
+		jobSet[trainer.JobSetCoordinatorKey] = coordinator
+	}
 
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{

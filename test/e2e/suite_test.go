@@ -108,9 +108,13 @@ func dump(t *testing.T, ns string) {
 	}
 }
 
+// kubectlCmd is the command kubectl args, on the suite's cluster.
+func kubectlCmd(args ...string) *exec.Cmd {
+	return exec.Command(filepath.Join(repoRoot, "bin", "kubectl"), append([]string{"--kubeconfig", devOpts.Kubeconfig()}, args...)...)
+}
+
 func kubectl(args ...string) (string, error) {
-	cmd := exec.Command(filepath.Join(repoRoot, "bin", "kubectl"), append([]string{"--kubeconfig", devOpts.Kubeconfig()}, args...)...)
-	out, err := cmd.CombinedOutput()
+	out, err := kubectlCmd(args...).CombinedOutput()
 	return string(out), err
 }
 

@@ -107,6 +107,10 @@ const (
 	// of the replicated Jobs of its group, in the runtime's order.
 	JobSetJobGroupIndexLabel = "jobset.sigs.k8s.io/job-group-index"
 
+	// JobSetCoordinatorKey is the label and annotation holding the DNS name
+	// of the Pod the runtime's coordinator names.
+	JobSetCoordinatorKey = "jobset.sigs.k8s.io/coordinator"
+
 	// JobSetDefaultGroupName is the group of a replicated Job that names
 	// none, as JobSet defaults it.
 	JobSetDefaultGroupName = "default"

@@ -215,14 +215,18 @@ type TemplateMetadata struct {
 	Annotations map[string]string `json:"annotations,omitempty"`
 }
 
-// JobSetSpec lists the replicated Jobs of a runtime. Its shape is that of a
-// JobSet spec; of the JobSet policies only replicatedJobs is supported.
+// JobSetSpec lists the replicated Jobs of a runtime, and the policies that
+// order their start and decide when the TrainJob is Complete. Its shape and
+// meaning are those of a JobSet v0.12 spec; failurePolicy and
+// volumeClaimPolicies are not supported yet.
 //
-// +kubebuilder:validation:XValidation:rule="!has(self.network)",fieldPath=".network",message="network is not supported by trainjob-operator: Pods always get stable hostnames under a headless Service named after the TrainJob"
-// +kubebuilder:validation:XValidation:rule="!has(self.successPolicy)",fieldPath=".successPolicy",message="successPolicy is not supported by trainjob-operator yet: a TrainJob completes when all its trainer Jobs succeed"
+// +kubebuilder:validation:XValidation:rule="!has(self.network) || ((!has(self.network.enableDNSHostnames) || self.network.enableDNSHostnames) && (!has(self.network.publishNotReadyAddresses) || self.network.publishNotReadyAddresses) && (!has(self.network.subdomain) || self.network.subdomain == ”))",fieldPath=".network",message="network: only enableDNSHostnames: true and publishNotReadyAddresses: true (the defaults) are supported by trainjob-operator, without a subdomain: Pods always get stable hostnames under a headless Service named after the TrainJob"
+// +kubebuilder:validation:XValidation:rule="!has(self.successPolicy) || !has(self.successPolicy.targetReplicatedJobs) || self.successPolicy.targetReplicatedJobs.all(t, self.replicatedJobs.exists(r, r.name == t))",fieldPath=".successPolicy.targetReplicatedJobs",message="successPolicy.targetReplicatedJobs names a replicated Job the template does not have"
+// +kubebuilder:validation:XValidation:rule="!has(self.startupPolicy) || self.startupPolicy.startupPolicyOrder != 'InOrder' || !self.replicatedJobs.exists(r, has(r.dependsOn))",fieldPath=".startupPolicy",message="startupPolicy InOrder and dependsOn cannot be combined (as in JobSet): use dependsOn alone"
+// +kubebuilder:validation:XValidation:rule="self.replicatedJobs.all(r, !has(r.dependsOn) || r.dependsOn.all(d, d.name != r.name && self.replicatedJobs.exists(x, x.name == d.name)))",fieldPath=".replicatedJobs",message="dependsOn names a replicated Job the template does not have, or the replicated Job itself"
+// +kubebuilder:validation:XValidation:rule="!has(self.replicatedJobs[0].dependsOn)",fieldPath=".replicatedJobs",message="the first replicated Job cannot have dependsOn: a replicated Job may only depend on those listed before it"
+// +kubebuilder:validation:XValidation:rule="!has(self.coordinator) || self.replicatedJobs.exists(r, r.name == self.coordinator.replicatedJob && (!has(self.coordinator.jobIndex) || self.coordinator.jobIndex < r.replicas))",fieldPath=".coordinator",message="coordinator names a replicated Job the template does not have, or a jobIndex not below its replicas"
 // +kubebuilder:validation:XValidation:rule="!has(self.failurePolicy)",fieldPath=".failurePolicy",message="failurePolicy is not supported by trainjob-operator yet: a TrainJob fails when any of its Jobs fails"
-// +kubebuilder:validation:XValidation:rule="!has(self.startupPolicy)",fieldPath=".startupPolicy",message="startupPolicy is not supported by trainjob-operator yet"
-// +kubebuilder:validation:XValidation:rule="!has(self.coordinator)",fieldPath=".coordinator",message="coordinator is not supported by trainjob-operator yet"
 // +kubebuilder:validation:XValidation:rule="!has(self.suspend)",fieldPath=".suspend",message="suspend belongs on the TrainJob (spec.suspend), not in the runtime template"
 // +kubebuilder:validation:XValidation:rule="!has(self.managedBy)",fieldPath=".managedBy",message="managedBy belongs on the TrainJob (spec.managedBy), not in the runtime template"
 // +kubebuilder:validation:XValidation:rule="!has(self.ttlSecondsAfterFinished)",fieldPath=".ttlSecondsAfterFinished",message="ttlSecondsAfterFinished belongs on the TrainJob (spec.ttlSecondsAfterFinished), not in the runtime template"
@@ -238,21 +242,24 @@ type JobSetSpec struct {
 	// +required
 	ReplicatedJobs []ReplicatedJob `json:"replicatedJobs"`
 
-	// network is not supported.
+	// network is the Pods' network identity: see Network.
 	// +optional
-	Network *runtime.RawExtension `json:"network,omitempty"`
-	// successPolicy is not supported yet.
+	Network *Network `json:"network,omitempty"`
+	// successPolicy says when the TrainJob is Complete: by default, once
+	// every Job of every replicated Job succeeded.
 	// +optional
-	SuccessPolicy *runtime.RawExtension `json:"successPolicy,omitempty"`
+	SuccessPolicy *SuccessPolicy `json:"successPolicy,omitempty"`
 	// failurePolicy is not supported yet.
 	// +optional
 	FailurePolicy *runtime.RawExtension `json:"failurePolicy,omitempty"`
-	// startupPolicy is not supported yet.
+	// startupPolicy orders the start of the replicated Jobs; JobSet
+	// deprecates it in favour of dependsOn.
 	// +optional
-	StartupPolicy *runtime.RawExtension `json:"startupPolicy,omitempty"`
-	// coordinator is not supported yet.
+	StartupPolicy *StartupPolicy `json:"startupPolicy,omitempty"`
+	// coordinator names the Pod whose DNS name every Job and Pod carries in
+	// the label and annotation jobset.sigs.k8s.io/coordinator.
 	// +optional
-	Coordinator *runtime.RawExtension `json:"coordinator,omitempty"`
+	Coordinator *Coordinator `json:"coordinator,omitempty"`
 	// suspend is set on the TrainJob instead.
 	// +optional
 	Suspend *bool `json:"suspend,omitempty"`
@@ -270,7 +277,6 @@ type JobSetSpec struct {
 // ReplicatedJob is one step of a runtime: a Job template created `replicas`
 // times.
 //
-// +kubebuilder:validation:XValidation:rule="!has(self.dependsOn)",fieldPath=".dependsOn",message="dependsOn is not supported by trainjob-operator yet: all replicated Jobs start together"
 // +kubebuilder:validation:XValidation:rule="!has(self.groupName) || self.groupName == 'default'",fieldPath=".groupName",message="groupName is not supported by trainjob-operator yet: every replicated Job is in group default"
 // +kubebuilder:validation:XValidation:rule="!has(self.template.spec.ttlSecondsAfterFinished)",fieldPath=".template.spec.ttlSecondsAfterFinished",message="a Job-level ttlSecondsAfterFinished would delete Jobs behind the TrainJob's back: set spec.ttlSecondsAfterFinished on the TrainJob instead"
 // +kubebuilder:validation:XValidation:rule="!has(self.template.spec.activeDeadlineSeconds)",fieldPath=".template.spec.activeDeadlineSeconds",message="a Job-level activeDeadlineSeconds would fail Jobs behind the TrainJob's back: set spec.activeDeadlineSeconds on the TrainJob instead"
@@ -302,9 +308,15 @@ type ReplicatedJob struct {
 	// +required
 	Template batchv1.JobTemplateSpec `json:"template"`
 
-	// dependsOn is not supported yet.
+	// dependsOn are replicated Jobs listed before this one, and the status
+	// each must reach before the Jobs of this one are created: Ready (each
+	// of its Jobs has all its Pods ready, or finished) or Complete (each of
+	// its Jobs succeeded). All must be reached.
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=5
 	// +optional
-	DependsOn []runtime.RawExtension `json:"dependsOn,omitempty"`
+	DependsOn []DependsOn `json:"dependsOn,omitempty"`
 
 	// groupName may only be default, JobSet's default group, which every
 	// replicated Job is in; other groups are not supported yet.

@@ -332,6 +332,14 @@ type TrainJobStatus struct {
 	// +optional
 	JobsStatus []JobStatus `json:"jobsStatus,omitempty"`
 
+	// successPolicy says when the TrainJob is Complete: the runtime's
+	// successPolicy, or All of every replicated Job, fixed with jobsStatus
+	// when the first Jobs are created. Without it (a TrainJob whose Jobs
+	// an earlier version created), the TrainJob is Complete once every Job
+	// of its trainer step succeeded.
+	// +optional
+	SuccessPolicy *SuccessPolicy `json:"successPolicy,omitempty"`
+
 	// startTime is when the TrainJob last started running: when the
 	// controller first saw it unsuspended (whether or not its Jobs could be
 	// created then), and again on every resume. The active deadline counts
@@ -356,10 +364,16 @@ type JobStatus struct {
 	// +kubebuilder:validation:Minimum=0
 	Replicas int32 `json:"replicas"`
 
-	// trainer is true for the trainer step. The TrainJob is Complete when all
-	// Jobs of its trainer step succeeded (all of its Jobs, if it has none).
+	// trainer is true for the trainer step.
 	// +optional
 	Trainer bool `json:"trainer,omitempty"`
+
+	// waiting is true while Jobs of the replicated Job are still to be
+	// created: it waits for the replicated Jobs it depends on, or its
+	// creation has not succeeded yet. A missing Job of a replicated Job
+	// that is not waiting went away before its outcome was recorded.
+	// +optional
+	Waiting bool `json:"waiting,omitempty"`
 
 	// ready is the number of child Jobs whose Pods are all ready or succeeded.
 	Ready int32 `json:"ready"`

@@ -29,7 +29,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
@@ -63,9 +62,13 @@ func pinShape(status *trainer.TrainJobStatus, plan *jobplan.Plan) {
 	}
 	status.JobsStatus = status.JobsStatus[:0]
 	for _, s := range plan.Steps {
-		js := byName[s.Name]
+		js, pinned := byName[s.Name]
 		js.Name, js.Replicas, js.Trainer = s.Name, s.Replicas, s.Trainer
+		js.Waiting = js.Waiting || !pinned
 		status.JobsStatus = append(status.JobsStatus, js)
+	}
+	if status.SuccessPolicy == nil {
+		status.SuccessPolicy = plan.Success.DeepCopy()
 	}
 }
 
@@ -141,6 +144,13 @@ type creation struct {
 	blocked *metav1.Condition
 	// jobs are the children to create.
 	jobs []*batchv1.Job
+	// startable are the replicated Jobs whose dependencies are reached: the
+	// waiting ones stop waiting once their Jobs are all created. waitingFor
+	// says, for the others, what they wait for. blockedSteps are those one
+	// of whose Jobs could not be created.
+	startable    map[string]bool
+	waitingFor   map[string]string
+	blockedSteps map[string]bool
 	// service is set when the TrainJob's Service is to be created.
 	service bool
 
@@ -171,7 +181,7 @@ func planCreation(tj *trainer.TrainJob, obs *observed) *creation {
 	case obs.service != nil && !metav1.IsControlledBy(obs.service, tj):
 		c.foreignService = obs.service
 	}
-	if meta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobCreated) {
+	if allCreated(tj) {
 		c.allCreated = true
 		return c
 	}
@@ -190,16 +200,27 @@ func planCreation(tj *trainer.TrainJob, obs *observed) *creation {
 		}
 		return c
 	}
+	// The dependencies are counted on the children as observed.
+	updateJobsStatus(&tj.Status, obs.children)
+	c.startable, c.waitingFor, c.blockedSteps = map[string]bool{}, map[string]string{}, map[string]bool{}
+	for _, step := range obs.plan.Steps {
+		ok, waitingFor := reached(&tj.Status, step.DependsOn)
+		if c.startable[step.Name] = ok; !ok {
+			c.waitingFor[step.Name] = waitingFor
+		}
+	}
 	missing := map[string]bool{}
 	for _, m := range missingChildren(&tj.Status, tj.Name, obs.children) {
 		missing[m.job] = true
 	}
 	for _, job := range obs.plan.Jobs {
-		if !missing[job.Name] {
+		step := job.Labels[trainer.ReplicatedJobNameLabel]
+		if !missing[job.Name] || !c.startable[step] {
 			continue
 		}
 		if i := slices.IndexFunc(obs.others, func(o *batchv1.Job) bool { return o.Name == job.Name }); i >= 0 {
 			c.taken = cmp.Or(c.taken, nameTaken(tj, "Job", obs.others[i]))
+			c.blockedSteps[step] = true
 			continue
 		}
 		c.jobs = append(c.jobs, job)
@@ -226,6 +247,7 @@ func (r *Reconciler) create(ctx context.Context, tj *trainer.TrainJob, c *creati
 			var live batchv1.Job
 			if err = r.apiReader.Get(ctx, client.ObjectKeyFromObject(job), &live); err == nil && ctrlOwnerUID(&live) != tj.UID {
 				c.taken = cmp.Or(c.taken, nameTaken(tj, "Job", &live))
+				c.blockedSteps[job.Labels[trainer.ReplicatedJobNameLabel]] = true
 				continue
 			}
 		}
@@ -236,8 +258,10 @@ func (r *Reconciler) create(ctx context.Context, tj *trainer.TrainJob, c *creati
 			}
 		case apierrors.IsNotFound(err):
 			// Read back after AlreadyExists, it was gone: try again.
+			c.blockedSteps[job.Labels[trainer.ReplicatedJobNameLabel]] = true
 			c.errs = append(c.errs, fmt.Errorf("creating Job %s: it was just deleted", klog.KObj(job)))
 		default:
+			c.blockedSteps[job.Labels[trainer.ReplicatedJobNameLabel]] = true
 			c.errs = append(c.errs, fmt.Errorf("creating Job %s: %w", klog.KObj(job), err))
 			if c.refused == nil && isRefusal(err) {
 				c.refused = &metav1.Condition{
@@ -285,22 +309,44 @@ func settleCreated(tj *trainer.TrainJob, c *creation, now metav1.Time) (time.Dur
 			// deadline still runs.
 			return invalidRetry, c.serviceErr
 		}
-	case len(c.errs) == 0:
-		setCondition(tj, createdCondition(tj), now)
+	}
+	// A waiting replicated Job whose dependencies are reached, and whose
+	// Jobs were all created, waits no more.
+	for i := range tj.Status.JobsStatus {
+		js := &tj.Status.JobsStatus[i]
+		if js.Waiting && c.startable[js.Name] && !c.blockedSteps[js.Name] {
+			js.Waiting = false
+		}
+	}
+	if taken == nil && c.refused == nil && len(c.errs) == 0 {
+		setCondition(tj, createdCondition(tj, c.waitingFor), now)
 	}
 	return retryAfter, errors.Join(append(c.errs, c.serviceErr)...)
 }
 
-func createdCondition(tj *trainer.TrainJob) metav1.Condition {
-	total := int32(0)
+// createdCondition is the Created=True condition of a TrainJob whose Jobs
+// are created, but for those of the replicated Jobs that wait for others
+// (waitingFor says for what).
+func createdCondition(tj *trainer.TrainJob, waitingFor map[string]string) metav1.Condition {
+	total, made := int32(0), int32(0)
+	var waits []string
 	for _, js := range tj.Status.JobsStatus {
 		total += js.Replicas
+		if !js.Waiting {
+			made += js.Replicas
+			continue
+		}
+		waits = append(waits, fmt.Sprintf("replicated Job %s waits for %s", js.Name, cmp.Or(waitingFor[js.Name], "its dependencies")))
+	}
+	msg := fmt.Sprintf("Created %d Jobs from %s %s", total, jobplan.KindOf(tj), tj.Spec.RuntimeRef.Name)
+	if len(waits) > 0 {
+		msg = fmt.Sprintf("Created %d of %d Jobs from %s %s; %s", made, total, jobplan.KindOf(tj), tj.Spec.RuntimeRef.Name, strings.Join(waits, "; "))
 	}
 	return metav1.Condition{
 		Type:    trainer.TrainJobCreated,
 		Status:  metav1.ConditionTrue,
 		Reason:  trainer.TrainJobJobsCreatedReason,
-		Message: fmt.Sprintf("Created %d Jobs from %s %s", total, jobplan.KindOf(tj), tj.Spec.RuntimeRef.Name),
+		Message: msg,
 	}
 }
 
@@ -345,7 +391,9 @@ func shapeChange(status *trainer.TrainJobStatus, plan *jobplan.Plan) string {
 	for _, js := range status.JobsStatus {
 		pinned = append(pinned, jobplan.Step{Name: js.Name, Replicas: js.Replicas, Trainer: js.Trainer})
 	}
-	if slices.Equal(pinned, plan.Steps) {
+	if slices.EqualFunc(pinned, plan.Steps, func(a, b jobplan.Step) bool {
+		return a.Name == b.Name && a.Replicas == b.Replicas && a.Trainer == b.Trainer
+	}) {
 		return ""
 	}
 	return fmt.Sprintf("its replicated Jobs were %s and are now %s", describe(pinned), describe(plan.Steps))

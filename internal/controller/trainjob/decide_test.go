@@ -38,6 +38,7 @@ func TestDecide(t *testing.T) {
 	threeWorkers := utiltesting.MakeRuntimeSpec().ReplicatedJobs(utiltesting.MakeReplicatedJob("worker").Replicas(3).Obj())
 	base := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").RuntimeRef(trainer.ClusterTrainingRuntimeKind, "torch-distributed")
 	pinned := trainer.JobStatus{Name: "worker", Replicas: 2}
+	waitingPinned := trainer.JobStatus{Name: "worker", Replicas: 2, Waiting: true}
 	created := base.Clone().StartTime(earlier).Condition(createdCond(2, earlier)).JobsStatus(pinned)
 	planOf := func(tj *trainer.TrainJob, spec *utiltesting.RuntimeSpecWrapper) *jobplan.Plan {
 		t.Helper()
@@ -79,9 +80,10 @@ func TestDecide(t *testing.T) {
 			createdAll: true,
 			wantCreate: []string{"tj-worker-0", "tj-worker-1"},
 			wantStatus: trainer.TrainJobStatus{
-				Conditions: []metav1.Condition{createdCond(2, now)},
-				JobsStatus: []trainer.JobStatus{pinned},
-				StartTime:  ptr.To(metav1.NewTime(now)),
+				Conditions:    []metav1.Condition{createdCond(2, now)},
+				JobsStatus:    []trainer.JobStatus{pinned},
+				SuccessPolicy: &trainer.SuccessPolicy{Operator: trainer.OperatorAll},
+				StartTime:     ptr.To(metav1.NewTime(now)),
 			},
 		},
 		"a name held by another TrainJob's Job: that Job is not created, and the TrainJob waits": {
@@ -95,8 +97,10 @@ func TestDecide(t *testing.T) {
 					c.LastTransitionTime = metav1.NewTime(now)
 					return c
 				}()},
-				JobsStatus: []trainer.JobStatus{pinned},
-				StartTime:  ptr.To(metav1.NewTime(now)),
+				// Still waiting: a Job of it is not created.
+				JobsStatus:    []trainer.JobStatus{waitingPinned},
+				SuccessPolicy: &trainer.SuccessPolicy{Operator: trainer.OperatorAll},
+				StartTime:     ptr.To(metav1.NewTime(now)),
 			},
 			wantRetryAfter: waitRetry,
 		},

@@ -24,7 +24,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
@@ -100,7 +99,7 @@ func (r *Reconciler) observe(ctx context.Context, tj *trainer.TrainJob) (*observ
 	svc, err := r.getService(ctx, tj)
 	obs.service, obs.noService, obs.errs = svc, svc == nil && err == nil, append(obs.errs, err)
 	if finished, _ := lifecycle.IsFinished(tj); finished || tj.DeletionTimestamp != nil ||
-		meta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobCreated) && !resuming(tj, obs.children) {
+		allCreated(tj) && !resuming(tj, obs.children) {
 		return obs, nil
 	}
 	var planErr error
@@ -139,8 +138,8 @@ func (r *Reconciler) listChildren(ctx context.Context, tj *trainer.TrainJob) ([]
 // the child's name is the child only if its controller is this TrainJob,
 // whatever its labels: one whose labels were changed (the cache holds only
 // Jobs labelled for a TrainJob) is added to obs.children, and to
-// obs.relabel so the cache sees it again. Once all of a TrainJob's Jobs
-// were created, a name with no Job, or held by a Job that is not this
+// obs.relabel so the cache sees it again. Once all of a replicated Job's Jobs
+// were created, a name of it with no Job, or held by a Job that is not this
 // TrainJob's, is a child gone without its outcome recorded (someone
 // removed the tracking finalizer): it is added to obs.vanished. Before, it
 // may not have been created yet.
@@ -148,7 +147,6 @@ func (r *Reconciler) lookUpMissing(ctx context.Context, tj *trainer.TrainJob, ob
 	if !shapePinned(&tj.Status) {
 		return nil
 	}
-	allCreated := meta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobCreated)
 	for _, m := range missingChildren(&tj.Status, tj.Name, obs.children) {
 		var job batchv1.Job
 		err := r.apiReader.Get(ctx, types.NamespacedName{Namespace: tj.Namespace, Name: m.job}, &job)
@@ -163,7 +161,7 @@ func (r *Reconciler) lookUpMissing(ctx context.Context, tj *trainer.TrainJob, ob
 			}
 			continue
 		}
-		if !allCreated || tj.DeletionTimestamp != nil || tj.FinishedCondition() != nil {
+		if !created(tj, m.step) || tj.DeletionTimestamp != nil || tj.FinishedCondition() != nil {
 			continue // not created yet, or its outcome no longer matters
 		}
 		obs.vanished = append(obs.vanished, m)

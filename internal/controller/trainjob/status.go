@@ -20,6 +20,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -81,30 +82,53 @@ func decideFinished(tj *trainer.TrainJob, fail *failure, now metav1.Time) bool {
 		}, now)
 		return true
 	}
-	if !shapePinned(&tj.Status) || !allSucceeded(&tj.Status) {
+	if !shapePinned(&tj.Status) {
+		return false
+	}
+	msg, ok := successReached(&tj.Status)
+	if !ok {
 		return false
 	}
 	setCondition(tj, metav1.Condition{
-		Type: trainer.TrainJobComplete, Status: metav1.ConditionTrue, Reason: trainer.TrainJobJobsCompletedReason,
-		Message: "All trainer Jobs succeeded",
+		Type: trainer.TrainJobComplete, Status: metav1.ConditionTrue, Reason: trainer.TrainJobJobsCompletedReason, Message: msg,
 	}, now)
 	tj.Status.CompletionTime = &now
 	return true
 }
 
-// allSucceeded reports whether every Job of the trainer step (of every step,
-// if there is no trainer step) succeeded.
-func allSucceeded(status *trainer.TrainJobStatus) bool {
-	hasTrainer := false
-	for _, js := range status.JobsStatus {
-		hasTrainer = hasTrainer || js.Trainer
-	}
-	for _, js := range status.JobsStatus {
-		if (js.Trainer || !hasTrainer) && int32(len(js.SucceededReplicas)) < js.Replicas {
-			return false
+// successReached reports whether the TrainJob's success policy is met by the
+// outcomes recorded in status, and says how. Without a success policy
+// pinned (Jobs an earlier version created), every Job of the trainer step
+// (of every step, if there is none) must have succeeded.
+func successReached(status *trainer.TrainJobStatus) (string, bool) {
+	policy := status.SuccessPolicy
+	if policy == nil {
+		policy = &trainer.SuccessPolicy{Operator: trainer.OperatorAll}
+		for _, js := range status.JobsStatus {
+			if js.Trainer {
+				policy.TargetReplicatedJobs = []string{js.Name}
+			}
 		}
 	}
-	return true
+	var done, total int32
+	for _, js := range status.JobsStatus {
+		if len(policy.TargetReplicatedJobs) > 0 && !slices.Contains(policy.TargetReplicatedJobs, js.Name) {
+			continue
+		}
+		done += int32(len(js.SucceededReplicas))
+		total += js.Replicas
+	}
+	which := "every replicated Job"
+	switch targets := policy.TargetReplicatedJobs; {
+	case len(targets) == 1:
+		which = "replicated Job " + targets[0]
+	case len(targets) > 1:
+		which = "replicated Jobs " + strings.Join(targets, ", ")
+	}
+	if policy.Operator == trainer.OperatorAny {
+		return fmt.Sprintf("A Job of %s succeeded", which), done > 0
+	}
+	return fmt.Sprintf("All %d Job(s) of %s succeeded", total, which), done >= total
 }
 
 // updateJobsStatus recomputes the counts of jobsStatus from the children and
@@ -128,7 +152,13 @@ func updateJobsStatus(status *trainer.TrainJobStatus, children []child) {
 			if ptr.Deref(job.Spec.Suspend, false) {
 				js.Suspended++
 			}
-			if ptr.Deref(job.Status.Ready, 0)+job.Status.Succeeded >= ptr.Deref(job.Spec.Parallelism, 1) {
+			// Ready as JobSet counts it: the Job's ready and succeeded Pods
+			// reach its parallelism, or its completions if fewer.
+			pods := ptr.Deref(job.Spec.Parallelism, 1)
+			if job.Spec.Completions != nil {
+				pods = min(pods, *job.Spec.Completions)
+			}
+			if ptr.Deref(job.Status.Ready, 0)+job.Status.Succeeded >= pods {
 				js.Ready++
 			}
 		}

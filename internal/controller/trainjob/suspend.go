@@ -68,6 +68,7 @@ import (
 func (r *Reconciler) followSuspend(ctx context.Context, tj *trainer.TrainJob, children []child, plan *jobplan.Plan) error {
 	want := ptr.Deref(tj.Spec.Suspend, false)
 	patched := len(tj.Spec.RuntimePatches) > 0 || len(tj.Spec.PodTemplateOverrides) > 0 || len(tj.Spec.PodSpecOverrides) > 0
+	var counted *trainer.TrainJobStatus
 	var errs []error
 	for _, c := range children {
 		if o, _ := jobOutcome(c.job); o != running || c.job.DeletionTimestamp != nil || ptr.Deref(c.job.Spec.Suspend, false) == want {
@@ -76,6 +77,17 @@ func (r *Reconciler) followSuspend(ctx context.Context, tj *trainer.TrainJob, ch
 		if want {
 			errs = append(errs, r.setJobSuspend(ctx, c.job, true))
 			continue
+		}
+		if step := plannedStep(plan, c.step); step != nil && len(step.DependsOn) > 0 {
+			// As JobSet: the Jobs of a replicated Job resume once its
+			// dependencies are reached again.
+			if counted == nil {
+				counted = tj.Status.DeepCopy()
+				updateJobsStatus(counted, children)
+			}
+			if ok, _ := reached(counted, step.DependsOn); !ok {
+				continue
+			}
 		}
 		desired := plannedJob(plan, c.job.Name)
 		if desired == nil {
@@ -104,6 +116,19 @@ func (r *Reconciler) followSuspend(ctx context.Context, tj *trainer.TrainJob, ch
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// plannedStep is the step of plan named name, nil if there is none.
+func plannedStep(plan *jobplan.Plan, name string) *jobplan.Step {
+	if plan == nil {
+		return nil
+	}
+	for i := range plan.Steps {
+		if plan.Steps[i].Name == name {
+			return &plan.Steps[i]
+		}
+	}
+	return nil
 }
 
 // plannedJob is the Job of plan named name, nil if there is none.

@@ -29,7 +29,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -99,7 +98,7 @@ const waitingIndex = "spec.runtimeRef.waiting"
 func waitingIndexValue(o client.Object) []string {
 	tj := o.(*trainer.TrainJob)
 	resuming := !ptr.Deref(tj.Spec.Suspend, false) && slices.ContainsFunc(tj.Status.JobsStatus, func(js trainer.JobStatus) bool { return js.Suspended > 0 })
-	if meta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobCreated) && !resuming {
+	if allCreated(tj) && !resuming {
 		return nil
 	}
 	return []string{runtimeKey(jobplan.KindOf(tj), tj.Namespace, tj.Spec.RuntimeRef.Name)}

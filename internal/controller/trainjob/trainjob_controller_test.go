@@ -192,9 +192,10 @@ func TestReconcile(t *testing.T) {
 			trainJob: base.Clone().Obj(),
 			runtime:  spec,
 			wantStatus: trainer.TrainJobStatus{
-				Conditions: []metav1.Condition{createdCond(1, now)},
-				JobsStatus: []trainer.JobStatus{nodeStep},
-				StartTime:  ptr.To(metav1.NewTime(now)),
+				Conditions:    []metav1.Condition{createdCond(1, now)},
+				JobsStatus:    []trainer.JobStatus{nodeStep},
+				SuccessPolicy: &trainer.SuccessPolicy{Operator: trainer.OperatorAll},
+				StartTime:     ptr.To(metav1.NewTime(now)),
 			},
 			wantJobs:   []jobState{{Name: "tj-node-0", Finalizers: tracked}},
 			wantEvents: []string{"Normal Created Created 1 Jobs from ClusterTrainingRuntime torch-distributed"},
@@ -229,7 +230,8 @@ func TestReconcile(t *testing.T) {
 					cond(trainer.TrainJobSuspended, "True", trainer.TrainJobSuspendedReason, "The TrainJob is suspended and no Pod of its Jobs is left", now),
 					createdCond(1, now),
 				},
-				JobsStatus: []trainer.JobStatus{{Name: "node", Replicas: 1, Trainer: true, Suspended: 1}},
+				JobsStatus:    []trainer.JobStatus{{Name: "node", Replicas: 1, Trainer: true, Suspended: 1}},
+				SuccessPolicy: &trainer.SuccessPolicy{Operator: trainer.OperatorAll},
 			},
 			wantJobs: []jobState{{Name: "tj-node-0", Suspend: true, Finalizers: tracked}},
 			wantEvents: []string{
@@ -294,7 +296,7 @@ func TestReconcile(t *testing.T) {
 			jobs:     []*batchv1.Job{utiltesting.WrapJob(child).Succeeded(now).Obj()},
 			wantStatus: trainer.TrainJobStatus{
 				Conditions: []metav1.Condition{
-					cond(trainer.TrainJobComplete, "True", trainer.TrainJobJobsCompletedReason, "All trainer Jobs succeeded", now),
+					cond(trainer.TrainJobComplete, "True", trainer.TrainJobJobsCompletedReason, "All 1 Job(s) of replicated Job node succeeded", now),
 					createdCond(1, earlier),
 				},
 				JobsStatus:     []trainer.JobStatus{{Name: "node", Replicas: 1, Trainer: true, Succeeded: 1, SucceededReplicas: []int32{0}}},
@@ -302,7 +304,7 @@ func TestReconcile(t *testing.T) {
 				CompletionTime: ptr.To(metav1.NewTime(now)),
 			},
 			wantJobs:   []jobState{{Name: "tj-node-0"}},
-			wantEvents: []string{"Normal Completed All trainer Jobs succeeded"},
+			wantEvents: []string{"Normal Completed All 1 Job(s) of replicated Job node succeeded"},
 		},
 		"a Job failed: Failed, the others stopped, all released": {
 			trainJob: workers.Clone().Obj(),

@@ -1,0 +1,142 @@
+/*
+Copyright The trainjob-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package v1alpha1
+
+// The JobSet policies of a runtime's template, with JobSet v0.12's fields
+// and meaning, applied here to the child Jobs this controller creates.
+
+// DependsOnStatus is the state a replicated Job waits for in the replicated
+// Jobs it depends on.
+// +kubebuilder:validation:Enum=Ready;Complete
+type DependsOnStatus string
+
+const (
+	// DependsOnReady waits until every Job of the dependency has started:
+	// each is Ready (its succeeded and ready Pods reach its parallelism, or
+	// its completions if fewer), or has finished.
+	DependsOnReady DependsOnStatus = "Ready"
+	// DependsOnComplete waits until every Job of the dependency succeeded.
+	DependsOnComplete DependsOnStatus = "Complete"
+)
+
+// DependsOn is a replicated Job that must reach a status before the Jobs of
+// the replicated Job that names it are created.
+type DependsOn struct {
+	// name of a replicated Job listed before this one.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=40
+	// +required
+	Name string `json:"name"`
+
+	// status the replicated Job must reach: Ready or Complete.
+	// +required
+	Status DependsOnStatus `json:"status"`
+}
+
+// StartupPolicyOptions orders the start of the replicated Jobs.
+// +kubebuilder:validation:Enum=AnyOrder;InOrder
+type StartupPolicyOptions string
+
+const (
+	// AnyOrder starts every replicated Job at once (unless dependsOn says
+	// otherwise).
+	AnyOrder StartupPolicyOptions = "AnyOrder"
+	// InOrder starts the replicated Jobs in the order they are listed, each
+	// once every Job of the one before has started, as if each depended on
+	// the one before with status Ready.
+	InOrder StartupPolicyOptions = "InOrder"
+)
+
+// StartupPolicy orders the start of the replicated Jobs. JobSet deprecates
+// it in favour of dependsOn, which it may not be combined with.
+type StartupPolicy struct {
+	// startupPolicyOrder is AnyOrder or InOrder.
+	// +required
+	StartupPolicyOrder StartupPolicyOptions `json:"startupPolicyOrder"`
+}
+
+// Operator says whether all, or any, of the Jobs a success policy targets
+// must succeed.
+// +kubebuilder:validation:Enum=All;Any
+type Operator string
+
+const (
+	// OperatorAll completes the TrainJob once every Job of the targeted
+	// replicated Jobs succeeded.
+	OperatorAll Operator = "All"
+	// OperatorAny completes the TrainJob once one Job of the targeted
+	// replicated Jobs succeeded.
+	OperatorAny Operator = "Any"
+)
+
+// SuccessPolicy says when the TrainJob is Complete. Without one, it is
+// Complete once every Job of every replicated Job succeeded, as a JobSet.
+// Once it is Complete, its Jobs still running are stopped.
+type SuccessPolicy struct {
+	// operator is All or Any.
+	// +required
+	Operator Operator `json:"operator"`
+
+	// targetReplicatedJobs are the replicated Jobs whose Jobs count; empty,
+	// all of them.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=20
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=40
+	// +optional
+	TargetReplicatedJobs []string `json:"targetReplicatedJobs,omitempty"`
+}
+
+// Network is the Pods' network identity. The Pods of a TrainJob are always
+// reachable at <trainjob>-<replicated Job>-<job index>-<pod index>.<trainjob>
+// through a headless Service named after the TrainJob that publishes Pods
+// before they are ready: the values that give that are accepted, others
+// refused.
+type Network struct {
+	// enableDNSHostnames may only be true (the default).
+	// +optional
+	EnableDNSHostnames *bool `json:"enableDNSHostnames,omitempty"`
+
+	// subdomain may not be set: the subdomain is the TrainJob's name.
+	// +optional
+	Subdomain string `json:"subdomain,omitempty"`
+
+	// publishNotReadyAddresses may only be true (the default).
+	// +optional
+	PublishNotReadyAddresses *bool `json:"publishNotReadyAddresses,omitempty"`
+}
+
+// Coordinator names one Pod as the TrainJob's coordinator: every Job and
+// Pod carries its stable DNS name in the label and annotation
+// jobset.sigs.k8s.io/coordinator.
+type Coordinator struct {
+	// replicatedJob holding the coordinator Pod.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=40
+	// +required
+	ReplicatedJob string `json:"replicatedJob"`
+
+	// jobIndex is the index of the coordinator's Job in its replicated Job.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	JobIndex int `json:"jobIndex,omitempty"`
+
+	// podIndex is the completion index of the coordinator Pod in its Job.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	PodIndex int `json:"podIndex,omitempty"`
+}
