@@ -60,6 +60,19 @@ func TestDecide(t *testing.T) {
 		return c
 	}
 	otherTrainJobs := utiltesting.WrapJob(planOf(base.Clone().UID("uid-0").Obj(), twoWorkers).Jobs[1]).Obj()
+	// staged: an initializer, then two workers once it is Complete.
+	staged := func() *utiltesting.RuntimeSpecWrapper {
+		workers := utiltesting.MakeReplicatedJob("worker").Replicas(2).Obj()
+		workers.DependsOn = []trainer.DependsOn{{Name: "init", Status: trainer.DependsOnComplete}}
+		return utiltesting.MakeRuntimeSpec().ReplicatedJobs(utiltesting.MakeReplicatedJob("init").Obj(), workers)
+	}()
+	stagedAll := &trainer.SuccessPolicy{Operator: trainer.OperatorAll}
+	initCreated := trainer.JobStatus{Name: "init", Replicas: 1}
+	stagedTJ := base.Clone().StartTime(earlier).Condition(metav1.Condition{
+		Type: trainer.TrainJobCreated, Status: metav1.ConditionTrue, Reason: trainer.TrainJobJobsCreatedReason,
+		Message: "Created 1 of 3 Jobs from ClusterTrainingRuntime torch-distributed; replicated Job worker waits for init to be Complete", LastTransitionTime: metav1.NewTime(earlier),
+	}).JobsStatus(initCreated, waitingPinned)
+	stagedTJ.Status.SuccessPolicy = stagedAll
 
 	cases := map[string]struct {
 		trainJob *trainer.TrainJob
@@ -84,6 +97,44 @@ func TestDecide(t *testing.T) {
 				JobsStatus:    []trainer.JobStatus{pinned},
 				SuccessPolicy: &trainer.SuccessPolicy{Operator: trainer.OperatorAll},
 				StartTime:     ptr.To(metav1.NewTime(now)),
+			},
+		},
+		"a stage waits: only the Jobs of the first step are created": {
+			trainJob:   base.Clone().Obj(),
+			observed:   observed{plan: planOf(base.Obj(), staged)},
+			createdAll: true,
+			wantCreate: []string{"tj-init-0"},
+			wantStatus: trainer.TrainJobStatus{
+				Conditions: []metav1.Condition{cond(trainer.TrainJobCreated, "True", trainer.TrainJobJobsCreatedReason,
+					"Created 1 of 3 Jobs from ClusterTrainingRuntime torch-distributed; replicated Job worker waits for init to be Complete", now)},
+				JobsStatus:    []trainer.JobStatus{initCreated, waitingPinned},
+				SuccessPolicy: stagedAll,
+				StartTime:     ptr.To(metav1.NewTime(now)),
+			},
+		},
+		"a stage's dependency is still running: nothing is created, and its Jobs are not taken for gone": {
+			trainJob: stagedTJ.Clone().Obj(),
+			observed: observed{plan: planOf(base.Obj(), staged), children: []child{with(childOfPlan(base.Obj(), staged, 0), func(j *utiltesting.JobWrapper) *utiltesting.JobWrapper { return j.Active(1) })}},
+			wantStatus: func() trainer.TrainJobStatus {
+				st := *stagedTJ.Clone().Obj().Status.DeepCopy()
+				st.JobsStatus[0].Ready, st.JobsStatus[0].Active = 1, 1
+				return st
+			}(),
+		},
+		"a stage's dependency completed: the next stage is created, and waits no more": {
+			trainJob:   stagedTJ.Clone().Obj(),
+			observed:   observed{plan: planOf(base.Obj(), staged), children: []child{with(childOfPlan(base.Obj(), staged, 0), func(j *utiltesting.JobWrapper) *utiltesting.JobWrapper { return j.Succeeded(now) })}},
+			createdAll: true,
+			wantCreate: []string{"tj-worker-0", "tj-worker-1"},
+			wantStatus: trainer.TrainJobStatus{
+				Conditions: []metav1.Condition{cond(trainer.TrainJobCreated, "True", trainer.TrainJobJobsCreatedReason,
+					"Created 3 Jobs from ClusterTrainingRuntime torch-distributed", earlier)},
+				JobsStatus: []trainer.JobStatus{
+					{Name: "init", Replicas: 1, Succeeded: 1, SucceededReplicas: []int32{0}},
+					{Name: "worker", Replicas: 2},
+				},
+				SuccessPolicy: stagedAll,
+				StartTime:     ptr.To(metav1.NewTime(earlier)),
 			},
 		},
 		"a name held by another TrainJob's Job: that Job is not created, and the TrainJob waits": {
