@@ -192,9 +192,13 @@ func TestSchemaRejectsWhatItCannotRun(t *testing.T) {
 			manifest: runtime("  podGroupPolicy:\n    coscheduling: {}\n" + nodeJob),
 			want:     []string{"spec.podGroupPolicy", "not supported"},
 		},
-		"dependsOn": {
+		"dependsOn on the first replicated Job": {
 			manifest: runtime(nodeJob + "        dependsOn:\n        - name: init\n          status: Complete\n"),
-			want:     []string{"spec.template.spec.replicatedJobs[0].dependsOn", "not supported"},
+			want:     []string{"spec.template.spec.replicatedJobs", "the first replicated Job cannot have dependsOn"},
+		},
+		"a network subdomain": {
+			manifest: runtime(nodeJob + "      network:\n        subdomain: shared\n"),
+			want:     []string{"spec.template.spec.network", "without a subdomain"},
 		},
 		"JobSet failurePolicy": {
 			manifest: runtime(nodeJob + "      failurePolicy:\n        maxRestarts: 3\n"),
