@@ -157,6 +157,9 @@ func (d *description) print(out io.Writer, retention *configv1alpha1.TrainJobRet
 	fmt.Fprintf(w, "Nodes:\t%s\n", nodes(tj))
 	fmt.Fprintf(w, "Deadline in:\t%s\n", deadlineIn(tj, now))
 	fmt.Fprintf(w, "Deleted in:\t%s\n", deletedIn(tj, retention, now))
+	if p := tj.Status.FailurePolicy; p != nil {
+		fmt.Fprintf(w, "Restarts:\t%d (%d of maxRestarts %d counted)\n", tj.Status.Restarts, tj.Status.RestartsCountTowardsMax, p.MaxRestarts)
+	}
 	for _, c := range tj.Status.Conditions {
 		fmt.Fprintf(w, "Condition:\t%s=%s (%s) %s\n", c.Type, c.Status, c.Reason, c.Message)
 	}

@@ -72,6 +72,9 @@ type Plan struct {
 	// Success says when the TrainJob is Complete: the runtime's
 	// successPolicy, or JobSet's default, All of every step.
 	Success trainer.SuccessPolicy
+	// Failure is the runtime's failurePolicy, its rules named; nil if it
+	// has none.
+	Failure *trainer.FailurePolicy
 }
 
 // JobName is the name of the child Job for replica index of replicated Job
@@ -149,7 +152,9 @@ func Build(trainJob *trainer.TrainJob, rt Runtime) (*Plan, error) {
 		return nil, &Error{Errs: errs}
 	}
 
-	plan := &Plan{Service: Service(trainJob), Success: successPolicy(rt.Spec)}
+	failurePolicy, failureErrs := failurePolicy(rt.Spec, rtPath.Child("template", "spec", "failurePolicy"))
+	errs = append(errs, failureErrs...)
+	plan := &Plan{Service: Service(trainJob), Success: successPolicy(rt.Spec), Failure: failurePolicy}
 	coordinator, coordErr := coordinatorOf(trainJob, rt.Spec, numNodes, trainerIdx, rtPath.Child("template", "spec", "coordinator"))
 	if coordErr != nil {
 		errs = append(errs, coordErr)
@@ -282,9 +287,9 @@ func baseJob(trainJob *trainer.TrainJob, spec *trainer.TrainingRuntimeSpec, i in
 // sets on the child Job for replica r of replicated Job i of rjobs and on its
 // Pod template (labelAndAnnotateObject in its controller), for a JobSet
 // named after the TrainJob. The TrainJob's UID stands for the JobSet's; the
-// restart attempt is always 0, as a TrainJob is never restarted; and every
-// replicated Job is in JobSet's default group, as groupName is not
-// supported, so the group counts are the global ones.
+// restart attempt is the TrainJob's status.restarts; and every replicated
+// Job is in JobSet's default group, as groupName is not supported, so the
+// group counts are the global ones.
 func jobSetKeys(trainJob *trainer.TrainJob, rjobs []trainer.ReplicatedJob, i int, r int32) map[string]string {
 	global, before := 0, 0
 	for j := range rjobs {
@@ -300,7 +305,7 @@ func jobSetKeys(trainJob *trainer.TrainJob, rjobs []trainer.ReplicatedJob, i int
 		trainer.JobSetNameLabel:                  trainJob.Name,
 		trainer.JobSetUIDLabel:                   string(trainJob.UID),
 		trainer.JobSetReplicatedJobNameLabel:     rjob.Name,
-		trainer.JobSetRestartAttemptLabel:        "0",
+		trainer.JobSetRestartAttemptLabel:        strconv.Itoa(int(trainJob.Status.Restarts)),
 		trainer.JobSetReplicatedJobReplicasLabel: strconv.Itoa(int(replicasOf(*rjob))),
 		trainer.JobSetGlobalReplicasLabel:        strconv.Itoa(global),
 		trainer.JobSetJobIndexLabel:              strconv.Itoa(int(r)),

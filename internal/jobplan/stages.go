@@ -18,6 +18,7 @@ package jobplan
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -96,4 +97,32 @@ func checkDependsOn(rjobs []trainer.ReplicatedJob, path *field.Path) field.Error
 		}
 	}
 	return errs
+}
+
+// failurePolicy returns the runtime's failurePolicy with every rule named
+// (failurePolicyRule<index> when it has no name, as JobSet names them), nil
+// if it has none. A message pattern that is not a valid regular expression
+// is refused: JobSet would skip it at every failure.
+func failurePolicy(spec *trainer.TrainingRuntimeSpec, path *field.Path) (*trainer.FailurePolicy, field.ErrorList) {
+	p := spec.Template.Spec.FailurePolicy
+	if p == nil {
+		return nil, nil
+	}
+	out := p.DeepCopy()
+	if out.RestartStrategy == "" {
+		out.RestartStrategy = trainer.Recreate
+	}
+	var errs field.ErrorList
+	for i := range out.Rules {
+		r := &out.Rules[i]
+		if r.Name == "" {
+			r.Name = fmt.Sprintf("failurePolicyRule%d", i)
+		}
+		for k, pattern := range r.OnJobFailureMessagePatterns {
+			if _, err := regexp.Compile(pattern); err != nil {
+				errs = append(errs, field.Invalid(path.Child("rules").Index(i).Child("onJobFailureMessagePatterns").Index(k), pattern, err.Error()))
+			}
+		}
+	}
+	return out, errs
 }

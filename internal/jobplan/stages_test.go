@@ -95,6 +95,12 @@ func TestStagesRefused(t *testing.T) {
 			},
 			want: `runtime[TrainingRuntime/rt].spec.template.spec.replicatedJobs[1].dependsOn[0].name: Invalid value: "node": replicated Job "b" may only depend on replicated Jobs listed before it`,
 		},
+		"a failure message pattern that is not a regular expression": {
+			change: func(s *trainer.TrainingRuntimeSpec) {
+				s.Template.Spec.FailurePolicy = &trainer.FailurePolicy{Rules: []trainer.FailurePolicyRule{{Action: trainer.FailJobSet, OnJobFailureMessagePatterns: []string{"ok", "(oom"}}}}
+			},
+			want: `runtime[TrainingRuntime/rt].spec.template.spec.failurePolicy.rules[0].onJobFailureMessagePatterns[1]: Invalid value: "(oom": error parsing regexp`,
+		},
 		"a coordinator Pod the Job does not have": {
 			change: func(s *trainer.TrainingRuntimeSpec) {
 				s.Template.Spec.Coordinator = &trainer.Coordinator{ReplicatedJob: "node", PodIndex: 4}
@@ -113,5 +119,27 @@ func TestStagesRefused(t *testing.T) {
 				t.Errorf("error %v, want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// The failure policy's rules are named as JobSet names them, and its
+// restart strategy defaults to Recreate.
+func TestFailurePolicyDefaults(t *testing.T) {
+	spec := utiltesting.MakeRuntimeSpec().Torch().Obj()
+	spec.Template.Spec.FailurePolicy = &trainer.FailurePolicy{MaxRestarts: 2, Rules: []trainer.FailurePolicyRule{
+		{Name: "oom", Action: trainer.FailJobSet}, {Action: trainer.RestartJobSetAndIgnoreMaxRestarts},
+	}}
+	plan, err := Build(utiltesting.MakeTrainJob("tj", "ns").Obj(), Runtime{Kind: trainer.TrainingRuntimeKind, Name: "rt", Spec: spec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &trainer.FailurePolicy{MaxRestarts: 2, RestartStrategy: trainer.Recreate, Rules: []trainer.FailurePolicyRule{
+		{Name: "oom", Action: trainer.FailJobSet}, {Name: "failurePolicyRule1", Action: trainer.RestartJobSetAndIgnoreMaxRestarts},
+	}}
+	if diff := cmp.Diff(want, plan.Failure); diff != "" {
+		t.Errorf("failure policy (-want +got):\n%s", diff)
+	}
+	if spec.Template.Spec.FailurePolicy.Rules[1].Name != "" {
+		t.Errorf("the runtime was changed")
 	}
 }

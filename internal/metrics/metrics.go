@@ -65,6 +65,14 @@ var (
 		Name:      "finished_total",
 		Help:      "TrainJobs that finished, by outcome (Complete or Failed) and reason.",
 	}, []string{"outcome", "reason"})
+
+	// Restarts counts the restarts the runtimes' failure policies made, by
+	// action (RestartJobSet, RestartJobSetAndIgnoreMaxRestarts).
+	Restarts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace,
+		Name:      "restarts_total",
+		Help:      "Restarts of a TrainJob's Jobs made by its runtime's failurePolicy, by action (RestartJobSet, RestartJobSetAndIgnoreMaxRestarts).",
+	}, []string{"action"})
 )
 
 // DueTimes keeps one due time per TrainJob and exports them at scrape time.
@@ -154,6 +162,6 @@ var (
 // Register adds the metrics to controller-runtime's registry, once.
 func Register() {
 	registerOnce.Do(func() {
-		crmetrics.Registry.MustRegister(TTLDeletions, TTLDeletionLatency, DeadlineExceeded, Finished, PendingDeletions, DeadlineRemaining, APIRequests)
+		crmetrics.Registry.MustRegister(TTLDeletions, TTLDeletionLatency, DeadlineExceeded, Finished, Restarts, PendingDeletions, DeadlineRemaining, APIRequests)
 	})
 }

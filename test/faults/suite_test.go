@@ -21,6 +21,7 @@ limitations under the License.
 package faults
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -155,7 +156,9 @@ func percentiles(ds []time.Duration) string {
 }
 
 // jobCreations watches the Jobs of a namespace and records the UIDs each
-// Job name had: a name with two UIDs is a child created twice, work re-run.
+// Job name had in each restart attempt (its label
+// jobset.sigs.k8s.io/restart-attempt): a name with two UIDs in one attempt
+// is a child created twice, work re-run.
 type jobCreations struct {
 	mu   sync.Mutex
 	uids map[string]map[types.UID]bool
@@ -168,17 +171,19 @@ func watchJobCreations(ctx context.Context, t *testing.T, ns string) *jobCreatio
 			return
 		}
 		o := ev.Object
+		key := o.GetName() + " attempt " + cmp.Or(o.GetLabels()[trainer.JobSetRestartAttemptLabel], "0")
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		if c.uids[o.GetName()] == nil {
-			c.uids[o.GetName()] = map[types.UID]bool{}
+		if c.uids[key] == nil {
+			c.uids[key] = map[types.UID]bool{}
 		}
-		c.uids[o.GetName()][o.GetUID()] = true
+		c.uids[key][o.GetUID()] = true
 	})
 	return c
 }
 
-// twice lists the Job names created more than once, and counts the names.
+// twice lists the Job names created more than once in one restart attempt,
+// and counts the names in each attempt.
 func (c *jobCreations) twice() (names []string, jobs int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -200,9 +200,13 @@ func TestSchemaRejectsWhatItCannotRun(t *testing.T) {
 			manifest: runtime(nodeJob + "      network:\n        subdomain: shared\n"),
 			want:     []string{"spec.template.spec.network", "without a subdomain"},
 		},
-		"JobSet failurePolicy": {
-			manifest: runtime(nodeJob + "      failurePolicy:\n        maxRestarts: 3\n"),
-			want:     []string{"spec.template.spec.failurePolicy", "not supported"},
+		"JobSet failurePolicy restarting one Job (alpha in JobSet)": {
+			manifest: runtime(nodeJob + "      failurePolicy:\n        maxRestarts: 3\n        rules:\n        - action: RestartJob\n"),
+			want:     []string{"spec.template.spec.failurePolicy.rules", "RestartJob and RestartJobAndIgnoreMaxRestarts", "not supported"},
+		},
+		"JobSet failurePolicy restarting in place (alpha in JobSet)": {
+			manifest: runtime(nodeJob + "      failurePolicy:\n        restartStrategy: InPlaceRestart\n"),
+			want:     []string{"spec.template.spec.failurePolicy.restartStrategy", "InPlaceRestart", "not supported"},
 		},
 		"Job-level TTL in a runtime": {
 			manifest: runtime(strings.Replace(nodeJob, "          spec:\n", "          spec:\n            ttlSecondsAfterFinished: 10\n", 1)),

@@ -72,8 +72,9 @@ const (
 	// JobSetReplicatedJobNameLabel is the name of the replicated Job.
 	JobSetReplicatedJobNameLabel = "jobset.sigs.k8s.io/replicatedjob-name"
 
-	// JobSetRestartAttemptLabel is the JobSet's restart count; always "0",
-	// as a TrainJob is never restarted.
+	// JobSetRestartAttemptLabel is the restart attempt the Job belongs to:
+	// the TrainJob's status.restarts when the Job was created, as JobSet
+	// writes its own.
 	JobSetRestartAttemptLabel = "jobset.sigs.k8s.io/restart-attempt"
 
 	// JobSetReplicatedJobReplicasLabel is the number of replicas (child

@@ -140,3 +140,107 @@ type Coordinator struct {
 	// +optional
 	PodIndex int `json:"podIndex,omitempty"`
 }
+
+// FailurePolicyAction is what a failure policy rule does.
+// +kubebuilder:validation:Enum=FailJobSet;RestartJobSet;RestartJobSetAndIgnoreMaxRestarts;RestartJob;RestartJobAndIgnoreMaxRestarts
+type FailurePolicyAction string
+
+const (
+	// FailJobSet fails the TrainJob at once.
+	FailJobSet FailurePolicyAction = "FailJobSet"
+	// RestartJobSet restarts every Job of the TrainJob, counting the
+	// restart against maxRestarts; once they are spent, the TrainJob fails.
+	RestartJobSet FailurePolicyAction = "RestartJobSet"
+	// RestartJobSetAndIgnoreMaxRestarts restarts every Job of the TrainJob
+	// without counting the restart against maxRestarts.
+	RestartJobSetAndIgnoreMaxRestarts FailurePolicyAction = "RestartJobSetAndIgnoreMaxRestarts"
+	// RestartJob restarts the failed Job alone, behind JobSet's alpha
+	// RestartJob gate: not supported.
+	RestartJob FailurePolicyAction = "RestartJob"
+	// RestartJobAndIgnoreMaxRestarts is RestartJob without counting the
+	// restart: not supported.
+	RestartJobAndIgnoreMaxRestarts FailurePolicyAction = "RestartJobAndIgnoreMaxRestarts"
+)
+
+// JobSetRestartStrategy is how the Jobs of a TrainJob are recreated on a
+// restart.
+// +kubebuilder:validation:Enum=Recreate;BlockingRecreate;InPlaceRestart
+type JobSetRestartStrategy string
+
+const (
+	// Recreate creates each Job of the new attempt as soon as the Job of
+	// its name of the attempt before is gone.
+	Recreate JobSetRestartStrategy = "Recreate"
+	// BlockingRecreate creates the Jobs of the new attempt once every Job
+	// of the attempt before is gone.
+	BlockingRecreate JobSetRestartStrategy = "BlockingRecreate"
+	// InPlaceRestart restarts the containers where they run, behind
+	// JobSet's alpha InPlaceRestart gate: not supported.
+	InPlaceRestart JobSetRestartStrategy = "InPlaceRestart"
+)
+
+// FailurePolicy says what a failed Job does to the TrainJob: without one,
+// the TrainJob fails at once; with one, the first rule that matches the
+// failure decides, and without a matching rule the TrainJob restarts
+// (RestartJobSet). A restart deletes every Job of the TrainJob and creates
+// them again, with the restart attempt in their labels.
+type FailurePolicy struct {
+	// maxRestarts is how many restarts that count (RestartJobSet) the
+	// TrainJob may make; once they are made, the next one fails it
+	// instead, with reason ReachedMaxRestarts.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	MaxRestarts int32 `json:"maxRestarts,omitempty"`
+
+	// restartStrategy is Recreate (the default) or BlockingRecreate.
+	// +kubebuilder:default=Recreate
+	// +optional
+	RestartStrategy JobSetRestartStrategy `json:"restartStrategy,omitempty"`
+
+	// rules are tried in order on a failed Job; the first that matches
+	// decides.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=20
+	// +optional
+	Rules []FailurePolicyRule `json:"rules,omitempty"`
+}
+
+// FailurePolicyRule matches a failed Job and says what to do.
+type FailurePolicyRule struct {
+	// name of the rule, unique among the rules; failurePolicyRule<index>
+	// if not set.
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$`
+	// +optional
+	Name string `json:"name,omitempty"`
+
+	// action to take: FailJobSet, RestartJobSet or
+	// RestartJobSetAndIgnoreMaxRestarts.
+	// +required
+	Action FailurePolicyAction `json:"action"`
+
+	// onJobFailureReasons match the reason of the Job's Failed condition;
+	// empty, any.
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=5
+	// +kubebuilder:validation:items:Enum=BackoffLimitExceeded;DeadlineExceeded;FailedIndexes;MaxFailedIndexesExceeded;PodFailurePolicy
+	// +optional
+	OnJobFailureReasons []string `json:"onJobFailureReasons,omitempty"`
+
+	// onJobFailureMessagePatterns are regular expressions (RE2), one of
+	// which must match somewhere in the message of the Job's Failed
+	// condition; empty, any.
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=20
+	// +kubebuilder:validation:items:MaxLength=1024
+	// +optional
+	OnJobFailureMessagePatterns []string `json:"onJobFailureMessagePatterns,omitempty"`
+
+	// targetReplicatedJobs are the replicated Jobs whose failed Jobs the
+	// rule matches; empty, all.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=20
+	// +kubebuilder:validation:items:MaxLength=40
+	// +optional
+	TargetReplicatedJobs []string `json:"targetReplicatedJobs,omitempty"`
+}

@@ -217,8 +217,8 @@ type TemplateMetadata struct {
 
 // JobSetSpec lists the replicated Jobs of a runtime, and the policies that
 // order their start and decide when the TrainJob is Complete. Its shape and
-// meaning are those of a JobSet v0.12 spec; failurePolicy and
-// volumeClaimPolicies are not supported yet.
+// meaning are those of a JobSet v0.12 spec; volumeClaimPolicies is not
+// supported yet.
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.network) || ((!has(self.network.enableDNSHostnames) || self.network.enableDNSHostnames) && (!has(self.network.publishNotReadyAddresses) || self.network.publishNotReadyAddresses) && (!has(self.network.subdomain) || size(self.network.subdomain) == 0))",fieldPath=".network",message="network: only enableDNSHostnames: true and publishNotReadyAddresses: true (the defaults) are supported by trainjob-operator, without a subdomain: Pods always get stable hostnames under a headless Service named after the TrainJob"
 // +kubebuilder:validation:XValidation:rule="!has(self.successPolicy) || !has(self.successPolicy.targetReplicatedJobs) || self.successPolicy.targetReplicatedJobs.all(t, self.replicatedJobs.exists(r, r.name == t))",fieldPath=".successPolicy.targetReplicatedJobs",message="successPolicy.targetReplicatedJobs names a replicated Job the template does not have"
@@ -226,7 +226,10 @@ type TemplateMetadata struct {
 // +kubebuilder:validation:XValidation:rule="self.replicatedJobs.all(r, !has(r.dependsOn) || r.dependsOn.all(d, d.name != r.name && self.replicatedJobs.exists(x, x.name == d.name)))",fieldPath=".replicatedJobs",message="dependsOn names a replicated Job the template does not have, or the replicated Job itself"
 // +kubebuilder:validation:XValidation:rule="!has(self.replicatedJobs[0].dependsOn)",fieldPath=".replicatedJobs",message="the first replicated Job cannot have dependsOn: a replicated Job may only depend on those listed before it"
 // +kubebuilder:validation:XValidation:rule="!has(self.coordinator) || self.replicatedJobs.exists(r, r.name == self.coordinator.replicatedJob && (!has(self.coordinator.jobIndex) || self.coordinator.jobIndex < r.replicas))",fieldPath=".coordinator",message="coordinator names a replicated Job the template does not have, or a jobIndex not below its replicas"
-// +kubebuilder:validation:XValidation:rule="!has(self.failurePolicy)",fieldPath=".failurePolicy",message="failurePolicy is not supported by trainjob-operator yet: a TrainJob fails when any of its Jobs fails"
+// +kubebuilder:validation:XValidation:rule="!has(self.failurePolicy) || !has(self.failurePolicy.restartStrategy) || self.failurePolicy.restartStrategy != 'InPlaceRestart'",fieldPath=".failurePolicy.restartStrategy",message="restartStrategy InPlaceRestart (alpha in JobSet, behind a feature gate) is not supported by trainjob-operator: use Recreate or BlockingRecreate"
+// +kubebuilder:validation:XValidation:rule="!has(self.failurePolicy) || !has(self.failurePolicy.rules) || self.failurePolicy.rules.all(r, r.action != 'RestartJob' && r.action != 'RestartJobAndIgnoreMaxRestarts')",fieldPath=".failurePolicy.rules",message="the actions RestartJob and RestartJobAndIgnoreMaxRestarts (alpha in JobSet, behind a feature gate) are not supported by trainjob-operator: use RestartJobSet, RestartJobSetAndIgnoreMaxRestarts or FailJobSet"
+// +kubebuilder:validation:XValidation:rule="!has(self.failurePolicy) || !has(self.failurePolicy.rules) || self.failurePolicy.rules.all(r, !has(r.targetReplicatedJobs) || r.targetReplicatedJobs.all(t, self.replicatedJobs.exists(x, x.name == t)))",fieldPath=".failurePolicy.rules",message="a failurePolicy rule's targetReplicatedJobs names a replicated Job the template does not have"
+// +kubebuilder:validation:XValidation:rule="!has(self.failurePolicy) || !has(self.failurePolicy.rules) || self.failurePolicy.rules.all(r, !has(r.name) || self.failurePolicy.rules.filter(x, has(x.name) && x.name == r.name).size() == 1)",fieldPath=".failurePolicy.rules",message="failurePolicy rule names must be unique"
 // +kubebuilder:validation:XValidation:rule="!has(self.suspend)",fieldPath=".suspend",message="suspend belongs on the TrainJob (spec.suspend), not in the runtime template"
 // +kubebuilder:validation:XValidation:rule="!has(self.managedBy)",fieldPath=".managedBy",message="managedBy belongs on the TrainJob (spec.managedBy), not in the runtime template"
 // +kubebuilder:validation:XValidation:rule="!has(self.ttlSecondsAfterFinished)",fieldPath=".ttlSecondsAfterFinished",message="ttlSecondsAfterFinished belongs on the TrainJob (spec.ttlSecondsAfterFinished), not in the runtime template"
@@ -249,9 +252,10 @@ type JobSetSpec struct {
 	// every Job of every replicated Job succeeded.
 	// +optional
 	SuccessPolicy *SuccessPolicy `json:"successPolicy,omitempty"`
-	// failurePolicy is not supported yet.
+	// failurePolicy says what a failed Job does: without one, the TrainJob
+	// fails; with one, it may restart all of its Jobs (see FailurePolicy).
 	// +optional
-	FailurePolicy *runtime.RawExtension `json:"failurePolicy,omitempty"`
+	FailurePolicy *FailurePolicy `json:"failurePolicy,omitempty"`
 	// startupPolicy orders the start of the replicated Jobs; JobSet
 	// deprecates it in favour of dependsOn.
 	// +optional

@@ -96,6 +96,14 @@ const (
 	// TrainJobDeadlineExceededReason is the Failed=True reason when the
 	// TrainJob was active longer than spec.activeDeadlineSeconds.
 	TrainJobDeadlineExceededReason = "DeadlineExceeded"
+	// TrainJobFailJobSetReason is the Failed=True reason when a failure
+	// policy rule with action FailJobSet matched a failed Job, as JobSet
+	// names it.
+	TrainJobFailJobSetReason = "FailJobSetFailurePolicyAction"
+	// TrainJobReachedMaxRestartsReason is the Failed=True reason when a Job
+	// failed after the failure policy's maxRestarts were made, as JobSet
+	// names it.
+	TrainJobReachedMaxRestartsReason = "ReachedMaxRestarts"
 )
 
 // +kubebuilder:object:root=true
@@ -108,6 +116,7 @@ const (
 // +kubebuilder:printcolumn:name="Started",type=date,JSONPath=`.status.startTime`,priority=1
 // +kubebuilder:printcolumn:name="Deadline",type=integer,JSONPath=`.spec.activeDeadlineSeconds`,priority=1,description="spec.activeDeadlineSeconds"
 // +kubebuilder:printcolumn:name="TTL",type=integer,JSONPath=`.spec.ttlSecondsAfterFinished`,priority=1,description="spec.ttlSecondsAfterFinished"
+// +kubebuilder:printcolumn:name="Restarts",type=integer,JSONPath=`.status.restarts`,priority=1,description="Restarts made by the runtime's failurePolicy"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a lowercase RFC 1035 label: start with a letter, then letters, digits or '-'"
 // +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63",message="metadata.name must be no more than 63 characters"
@@ -339,6 +348,25 @@ type TrainJobStatus struct {
 	// of its trainer step succeeded.
 	// +optional
 	SuccessPolicy *SuccessPolicy `json:"successPolicy,omitempty"`
+
+	// failurePolicy is the runtime's failurePolicy, fixed with jobsStatus
+	// when the first Jobs are created; none, the TrainJob fails with its
+	// first failed Job.
+	// +optional
+	FailurePolicy *FailurePolicy `json:"failurePolicy,omitempty"`
+
+	// restarts is how many times the failure policy restarted the
+	// TrainJob's Jobs. The Jobs of the current attempt carry it in their
+	// label jobset.sigs.k8s.io/restart-attempt; jobsStatus counts theirs.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Restarts int32 `json:"restarts,omitempty"`
+
+	// restartsCountTowardsMax is how many of those restarts count against
+	// the failure policy's maxRestarts.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	RestartsCountTowardsMax int32 `json:"restartsCountTowardsMax,omitempty"`
 
 	// startTime is when the TrainJob last started running: when the
 	// controller first saw it unsuspended (whether or not its Jobs could be

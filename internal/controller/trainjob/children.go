@@ -70,6 +70,9 @@ func pinShape(status *trainer.TrainJobStatus, plan *jobplan.Plan) {
 	if status.SuccessPolicy == nil {
 		status.SuccessPolicy = plan.Success.DeepCopy()
 	}
+	if status.FailurePolicy == nil {
+		status.FailurePolicy = plan.Failure.DeepCopy()
+	}
 }
 
 // missingChild is a child of the pinned shape that is not observed.
@@ -173,7 +176,7 @@ type creation struct {
 // planCreation decides what to create for a running TrainJob, and pins its
 // shape into its status the first time: the runtime's replicated Jobs as
 // they are when nothing was created yet.
-func planCreation(tj *trainer.TrainJob, obs *observed) *creation {
+func planCreation(tj *trainer.TrainJob, obs *observed, restarting bool) *creation {
 	c := &creation{}
 	switch {
 	case obs.noService:
@@ -187,6 +190,11 @@ func planCreation(tj *trainer.TrainJob, obs *observed) *creation {
 	}
 	if obs.plan == nil {
 		c.waiting, c.blocked = true, obs.blocked
+		return c
+	}
+	if restarting {
+		// The new attempt's Jobs are created once the old ones are gone.
+		c.waiting = true
 		return c
 	}
 	if !shapePinned(&tj.Status) || len(obs.children) == 0 {
@@ -213,9 +221,17 @@ func planCreation(tj *trainer.TrainJob, obs *observed) *creation {
 	for _, m := range missingChildren(&tj.Status, tj.Name, obs.children) {
 		missing[m.job] = true
 	}
+	blocking := len(obs.previous) > 0 && tj.Status.FailurePolicy != nil && tj.Status.FailurePolicy.RestartStrategy == trainer.BlockingRecreate
 	for _, job := range obs.plan.Jobs {
 		step := job.Labels[trainer.ReplicatedJobNameLabel]
 		if !missing[job.Name] || !c.startable[step] {
+			continue
+		}
+		if blocking || slices.ContainsFunc(obs.previous, func(p *batchv1.Job) bool { return p.Name == job.Name }) {
+			// The Job of this name of the attempt before is still going
+			// (BlockingRecreate: one of them is).
+			c.blockedSteps[step] = true
+			c.waitingFor[step] = "the Jobs of the restart attempt before to be gone"
 			continue
 		}
 		if i := slices.IndexFunc(obs.others, func(o *batchv1.Job) bool { return o.Name == job.Name }); i >= 0 {
@@ -247,6 +263,12 @@ func (r *Reconciler) create(ctx context.Context, tj *trainer.TrainJob, c *creati
 			var live batchv1.Job
 			if err = r.apiReader.Get(ctx, client.ObjectKeyFromObject(job), &live); err == nil && ctrlOwnerUID(&live) != tj.UID {
 				c.taken = cmp.Or(c.taken, nameTaken(tj, "Job", &live))
+				c.blockedSteps[job.Labels[trainer.ReplicatedJobNameLabel]] = true
+				continue
+			}
+			if err == nil && ofEarlierAttempt(tj, &live) {
+				// The Job of this name of the attempt before, which the
+				// cache did not show: created once it is gone.
 				c.blockedSteps[job.Labels[trainer.ReplicatedJobNameLabel]] = true
 				continue
 			}

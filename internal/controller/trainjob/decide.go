@@ -19,6 +19,8 @@ package trainjob
 import (
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
@@ -48,6 +50,13 @@ type decision struct {
 	// retryAfter is set when the TrainJob waits on something no watch
 	// event reports.
 	retryAfter time.Duration
+	// restart is set when the failure policy restarts the TrainJob's Jobs:
+	// the event that says why. Every child observed is then of the attempt
+	// before, to delete once the restart is stored.
+	restart *restartEvent
+	// previous are the children of the attempt before a restart decided
+	// here.
+	previous []*batchv1.Job
 }
 
 // running reports whether the TrainJob runs: it neither finished nor is
@@ -63,15 +72,23 @@ func decide(tj *trainer.TrainJob, obs *observed, now metav1.Time) *decision {
 		return d
 	}
 	d.finished, _ = lifecycle.IsFinished(tj)
-	fail := recordOutcomes(&d.next.Status, obs.children, d.finished)
-	if vanished := recordVanished(&d.next.Status, obs.vanished); fail == nil {
-		fail = vanished
+	failures := append(recordOutcomes(&d.next.Status, obs.children, d.finished), recordVanished(&d.next.Status, obs.vanished, now.Time)...)
+	var fail *failure
+	if len(failures) > 0 {
+		fail = &failures[0].failure
+	}
+	if !d.finished && len(failures) > 0 && d.next.Status.FailurePolicy != nil {
+		fail, d.restart = applyFailurePolicy(d.next, failures, now)
 	}
 	if !d.finished {
 		d.finished = decideFinished(d.next, fail, now)
 	}
+	if d.restart != nil {
+		// Every child observed is of the attempt before now.
+		d.previous, d.children = jobsOf(d.children), nil
+	}
 	if d.running() {
-		d.create = planCreation(d.next, obs)
+		d.create = planCreation(d.next, obs, d.restart != nil)
 	}
 	return d
 }

@@ -53,6 +53,9 @@ type observed struct {
 	// others are the Jobs labelled for the TrainJob's name that it does
 	// not own: an earlier TrainJob's of the same name, or orphans.
 	others []*batchv1.Job
+	// previous are the TrainJob's Jobs of restart attempts before its
+	// current one: deleted, never counted.
+	previous []*batchv1.Job
 	// service is the Service of the TrainJob's name; noService is set when
 	// there is none (and not when it could not be read).
 	service   *corev1.Service
@@ -92,7 +95,7 @@ func (r *Reconciler) getTrainJob(ctx context.Context, key types.NamespacedName) 
 func (r *Reconciler) observe(ctx context.Context, tj *trainer.TrainJob) (*observed, error) {
 	obs := &observed{}
 	var err error
-	if obs.children, obs.others, err = r.listChildren(ctx, tj); err != nil {
+	if obs.children, obs.others, obs.previous, err = r.listChildren(ctx, tj); err != nil {
 		return nil, err
 	}
 	obs.errs = append(obs.errs, r.lookUpMissing(ctx, tj, obs))
@@ -109,18 +112,23 @@ func (r *Reconciler) observe(ctx context.Context, tj *trainer.TrainJob) (*observ
 }
 
 // listChildren returns the Jobs labelled for the TrainJob: those it owns as
-// children, and any that an earlier TrainJob of the same name owned.
-func (r *Reconciler) listChildren(ctx context.Context, tj *trainer.TrainJob) ([]child, []*batchv1.Job, error) {
+// children of its current restart attempt, any that an earlier TrainJob of
+// the same name owned, and its own of earlier restart attempts.
+func (r *Reconciler) listChildren(ctx context.Context, tj *trainer.TrainJob) ([]child, []*batchv1.Job, []*batchv1.Job, error) {
 	var jobs batchv1.JobList
 	if err := r.client.List(ctx, &jobs, client.InNamespace(tj.Namespace), client.MatchingFields{childIndex: tj.Name}); err != nil {
-		return nil, nil, fmt.Errorf("listing Jobs of TrainJob %s: %w", klog.KObj(tj), err)
+		return nil, nil, nil, fmt.Errorf("listing Jobs of TrainJob %s: %w", klog.KObj(tj), err)
 	}
 	var owned []child
-	var others []*batchv1.Job
+	var others, previous []*batchv1.Job
 	for i := range jobs.Items {
 		job := &jobs.Items[i]
 		if ctrlOwnerUID(job) != tj.UID {
 			others = append(others, job)
+			continue
+		}
+		if ofEarlierAttempt(tj, job) {
+			previous = append(previous, job)
 			continue
 		}
 		c, ok := childOf(job)
@@ -130,7 +138,7 @@ func (r *Reconciler) listChildren(ctx context.Context, tj *trainer.TrainJob) ([]
 		}
 		owned = append(owned, c)
 	}
-	return owned, others, nil
+	return owned, others, previous, nil
 }
 
 // lookUpMissing reads from the API server the children of the pinned shape
@@ -152,6 +160,10 @@ func (r *Reconciler) lookUpMissing(ctx context.Context, tj *trainer.TrainJob, ob
 		err := r.apiReader.Get(ctx, types.NamespacedName{Namespace: tj.Namespace, Name: m.job}, &job)
 		if err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("reading child Job %s/%s: %w", tj.Namespace, m.job, err)
+		}
+		if err == nil && ctrlOwnerUID(&job) == tj.UID && ofEarlierAttempt(tj, &job) {
+			obs.previous = append(obs.previous, &job)
+			continue
 		}
 		if err == nil && ctrlOwnerUID(&job) == tj.UID {
 			c := child{job: &job, step: m.step, replica: m.replica}

@@ -145,12 +145,23 @@ type failure struct {
 	message string
 }
 
+// jobFailure is a child Job found failed, or gone before it finished: what
+// it would fail the TrainJob with, and what a failure policy rule matches
+// (the reason and message of its Failed condition, empty for a Job that
+// went away, its replicated Job, and when it failed).
+type jobFailure struct {
+	failure
+	job, step             string
+	jobReason, jobMessage string
+	at                    time.Time
+}
+
 // recordOutcomes adds to status the outcome of every child that finished, or
-// that is being deleted before it finished, and returns the first failure it
-// finds. Deletions are not counted once the TrainJob has finished: by then its
-// children are stopped on purpose.
-func recordOutcomes(status *trainer.TrainJobStatus, children []child, finished bool) *failure {
-	var first *failure
+// that is being deleted before it finished, and returns the failures it
+// finds. Deletions are not counted once the TrainJob has finished: by then
+// its children are stopped on purpose.
+func recordOutcomes(status *trainer.TrainJobStatus, children []child, finished bool) []jobFailure {
+	var failures []jobFailure
 	for _, c := range children {
 		js := jobStatusFor(status, c.step)
 		if recordedOutcome(js, c.replica) != running {
@@ -162,31 +173,34 @@ func recordOutcomes(status *trainer.TrainJobStatus, children []child, finished b
 			record(js, c.replica, succeeded)
 		case o == failed:
 			record(js, c.replica, failed)
-			if first == nil {
-				first = &failure{reason: trainer.TrainJobJobFailedReason, message: fmt.Sprintf("Job %s failed: %s", c.job.Name, conditionText(cond))}
-			}
+			failures = append(failures, jobFailure{
+				failure: failure{reason: trainer.TrainJobJobFailedReason, message: fmt.Sprintf("Job %s failed: %s", c.job.Name, conditionText(cond))},
+				job:     c.job.Name, step: c.step, jobReason: cond.Reason, jobMessage: cond.Message, at: cond.LastTransitionTime.Time,
+			})
 		case c.job.DeletionTimestamp != nil && !finished:
 			record(js, c.replica, failed)
-			if first == nil {
-				first = &failure{reason: trainer.TrainJobJobDeletedReason, message: fmt.Sprintf("Job %s was deleted before it finished; it is not run again", c.job.Name)}
-			}
+			failures = append(failures, jobFailure{
+				failure: failure{reason: trainer.TrainJobJobDeletedReason, message: fmt.Sprintf("Job %s was deleted before it finished; it is not run again", c.job.Name)},
+				job:     c.job.Name, step: c.step, at: c.job.DeletionTimestamp.Time,
+			})
 		}
 	}
-	return first
+	return failures
 }
 
 // recordVanished records as failed the children of the pinned shape that
-// went away before their outcome was recorded, and returns the failure of
-// the first.
-func recordVanished(status *trainer.TrainJobStatus, vanished []missingChild) *failure {
+// went away before their outcome was recorded, and returns their failures.
+func recordVanished(status *trainer.TrainJobStatus, vanished []missingChild, now time.Time) []jobFailure {
+	var failures []jobFailure
 	for _, m := range vanished {
 		record(jobStatusFor(status, m.step), m.replica, failed)
+		failures = append(failures, jobFailure{
+			failure: failure{reason: trainer.TrainJobJobDeletedReason, message: fmt.Sprintf(
+				"Job %s disappeared before its outcome was recorded (its %s finalizer was removed by someone else); it is not run again", m.job, trainer.JobTrackingFinalizer)},
+			job: m.job, step: m.step, at: now,
+		})
 	}
-	if len(vanished) == 0 {
-		return nil
-	}
-	return &failure{reason: trainer.TrainJobJobDeletedReason, message: fmt.Sprintf(
-		"Job %s disappeared before its outcome was recorded (its %s finalizer was removed by someone else); it is not run again", vanished[0].job, trainer.JobTrackingFinalizer)}
+	return failures
 }
 
 func conditionText(c *batchv1.JobCondition) string {

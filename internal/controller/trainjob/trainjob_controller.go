@@ -241,6 +241,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return r.result(ctx, key, d.deadline, d.retryAfter, errors.Join(errs...))
 	}
 
+	if d.restart != nil {
+		r.emitRestart(stored, d.restart)
+	}
 	deadline := d.deadline
 	if finished, _ := lifecycle.IsFinished(stored); finished {
 		deadline = time.Time{}
@@ -259,9 +262,13 @@ func (r *Reconciler) act(ctx context.Context, stored *trainer.TrainJob, obs *obs
 	// Failing to release an earlier TrainJob's Jobs holds back nothing of
 	// this one's.
 	errs := []error{r.releaseOrphans(ctx, obs.others, stored.Namespace, stored.Name), r.restoreLabels(ctx, stored, obs.relabel)}
+	previous := append(slices.Clip(obs.previous), d.previous...)
 	if d.deleting {
-		return errors.Join(append(errs, r.releaseRecorded(ctx, &stored.Status, d.children, true))...)
+		return errors.Join(append(errs, r.releaseRecorded(ctx, &stored.Status, d.children, true), r.releaseFinalizers(ctx, previous))...)
 	}
+	// The Jobs of earlier attempts go, the TrainJob running or not: their
+	// outcomes no longer count.
+	errs = append(errs, r.deletePrevious(ctx, previous))
 	finished, _ := lifecycle.IsFinished(stored)
 	if finished {
 		// No Pod of the TrainJob needs its Service's DNS names any more.

@@ -1,0 +1,166 @@
+/*
+Copyright The trainjob-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
+)
+
+// failAttempts is the annotation that makes a simulated Pod fail only in
+// the restart attempts before its value (internal/dev/stages.yaml).
+const failAttempts = "pod-fail.stage.trainjob-operator.dev/attempts"
+
+// restartingRuntime is a runtime of one trainer step whose Jobs fail with
+// their first failed Pod, with the given JobSet failurePolicy.
+func restartingRuntime(name, failurePolicy string) string {
+	return fmt.Sprintf(`
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainingRuntime
+metadata:
+  name: %s
+spec:
+  mlPolicy:
+    numNodes: 2
+    torch: {}
+  template:
+    spec:
+      failurePolicy:
+%s
+      replicatedJobs:
+        - name: node
+          template:
+            metadata:
+              labels:
+                trainer.kubeflow.org/trainjob-ancestor-step: trainer
+            spec:
+              backoffLimit: 0
+              template:
+                spec:
+                  restartPolicy: Never
+                  containers:
+                    - name: node
+                      image: pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime
+`, name, failurePolicy)
+}
+
+// restartingTrainJob is a TrainJob on runtime whose Pods fail in the
+// restart attempts before failingAttempts, and succeed after.
+func restartingTrainJob(name, runtime string, failingAttempts int) string {
+	return fmt.Sprintf(`
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata:
+  name: %s
+  annotations:
+    %s: 2s
+    %s: 2s
+    %s: "%d"
+spec:
+  runtimeRef:
+    apiGroup: trainer.kubeflow.org
+    kind: TrainingRuntime
+    name: %s
+  trainer:
+    command: [torchrun, train.py]
+`, name, runFor, failFor, failAttempts, failingAttempts, runtime)
+}
+
+// restartEvents returns the reasons of the TrainJob's restart events.
+func restartEvents(t *testing.T, ns, name string) []string {
+	t.Helper()
+	var list corev1.EventList
+	if err := k8s.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	var reasons []string
+	for _, e := range list.Items {
+		if e.InvolvedObject.Name == name && strings.HasSuffix(e.Reason, "FailurePolicyAction") {
+			for range max(e.Count, 1) {
+				reasons = append(reasons, e.Reason)
+			}
+		}
+	}
+	return reasons
+}
+
+// A TrainJob whose Pods fail twice, with maxRestarts 3, completes on its
+// third attempt: two restarts, each recreating its Jobs with the next
+// restart attempt in their labels, an event for each.
+func TestFailurePolicyRestartsUntilItSucceeds(t *testing.T) {
+	ns := newNamespace(t)
+	applyYAML(t, ns, restartingRuntime("restarting", "        maxRestarts: 3"))
+	applyYAML(t, ns, restartingTrainJob("twice", "restarting", 2))
+	tj := waitCondition(t, ns, "twice", trainer.TrainJobComplete, trainer.TrainJobJobsCompletedReason)
+	if tj.Status.Restarts != 2 || tj.Status.RestartsCountTowardsMax != 2 {
+		t.Errorf("restarts %d (%d counted), want 2 (2)", tj.Status.Restarts, tj.Status.RestartsCountTowardsMax)
+	}
+	jobs := jobsOf(t, ns, "twice")
+	if len(jobs) != 1 {
+		t.Errorf("Jobs %d, want the last attempt's alone", len(jobs))
+	}
+	for name, j := range jobs {
+		if got := j.Labels[trainer.JobSetRestartAttemptLabel]; got != "2" {
+			t.Errorf("Job %s restart attempt %q, want 2", name, got)
+		}
+	}
+	eventually(t, "two restart events", func() error {
+		if got := restartEvents(t, ns, "twice"); len(got) != 2 {
+			return fmt.Errorf("restart events %v", got)
+		}
+		return nil
+	})
+}
+
+// With maxRestarts 1, a TrainJob whose Pods keep failing restarts once,
+// then fails with the restart budget spent.
+func TestFailurePolicyMaxRestartsSpent(t *testing.T) {
+	ns := newNamespace(t)
+	applyYAML(t, ns, restartingRuntime("restarting", "        maxRestarts: 1"))
+	applyYAML(t, ns, restartingTrainJob("always", "restarting", 100))
+	tj := waitCondition(t, ns, "always", trainer.TrainJobFailed, trainer.TrainJobReachedMaxRestartsReason)
+	if tj.Status.Restarts != 1 {
+		t.Errorf("restarts %d, want 1", tj.Status.Restarts)
+	}
+	waitNoPods(t, timeout, ns, "always")
+}
+
+// A FailJobSet rule on the Job's failure reason fails the TrainJob at
+// once, restart budget or not.
+func TestFailurePolicyFailJobSetRule(t *testing.T) {
+	ns := newNamespace(t)
+	applyYAML(t, ns, restartingRuntime("fail-fast", `        maxRestarts: 5
+        rules:
+          - name: backoff
+            action: FailJobSet
+            onJobFailureReasons: [BackoffLimitExceeded]`))
+	applyYAML(t, ns, restartingTrainJob("fast", "fail-fast", 100))
+	tj := waitCondition(t, ns, "fast", trainer.TrainJobFailed, trainer.TrainJobFailJobSetReason)
+	if tj.Status.Restarts != 0 {
+		t.Errorf("restarts %d, want 0", tj.Status.Restarts)
+	}
+	if msg := condition(tj, trainer.TrainJobFailed).Message; !strings.Contains(msg, "rule backoff") {
+		t.Errorf("Failed message %q does not name the rule", msg)
+	}
+}
