@@ -75,6 +75,9 @@ type Plan struct {
 	// Failure is the runtime's failurePolicy, its rules named; nil if it
 	// has none.
 	Failure *trainer.FailurePolicy
+	// Warnings are what the TrainJob's author should know about how it
+	// runs on this runtime, though it can run.
+	Warnings []string
 }
 
 // JobName is the name of the child Job for replica index of replicated Job
@@ -141,6 +144,12 @@ func Build(trainJob *trainer.TrainJob, rt Runtime) (*Plan, error) {
 		errs = append(errs, field.Invalid(rjobsPath.Index(trainerIdx).Child("replicas"), rjobs[trainerIdx].Replicas,
 			"the trainer step must have exactly 1 replica: its nodes are the Pods of that Job (set numNodes instead)"))
 	}
+	for i := range rjobs {
+		if step := rjobs[i].Template.Labels[trainer.AncestorStepLabel]; (step == trainer.DatasetInitializerStep || step == trainer.ModelInitializerStep) && replicasOf(rjobs[i]) != 1 {
+			errs = append(errs, field.Invalid(rjobsPath.Index(i).Child("replicas"), rjobs[i].Replicas,
+				fmt.Sprintf("the %s step must have exactly 1 replica, as in Kubeflow Trainer", step)))
+		}
+	}
 	errs = append(errs, checkDependsOn(rjobs, rjobsPath)...)
 	numNodes := numNodes(trainJob, rt.Spec)
 	policy := policyOf(rt.Spec)
@@ -194,6 +203,8 @@ func Build(trainJob *trainer.TrainJob, rt Runtime) (*Plan, error) {
 	if trainerReady || !policy.SetsUpTrainer() {
 		errs = append(errs, policy.Apply(in, plan)...)
 	}
+	initErrs, initWarnings := applyInitializers(trainJob, rt, plan)
+	errs, plan.Warnings = append(errs, initErrs...), initWarnings
 	if len(errs) > 0 {
 		return nil, &Error{Errs: errs}
 	}

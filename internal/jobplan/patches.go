@@ -146,7 +146,8 @@ func patchedSpec(spec *trainer.TrainingRuntimeSpec, tj *trainer.TrainJobSpec) (*
 
 // checkPatch refuses a replicated Job patch that names a container the
 // replicated Job does not have, or that sets the environment of the trainer
-// container, which comes from spec.trainer alone. podPath is the path of
+// or an initializer container, which come from spec.trainer and
+// spec.initializer alone, as in Kubeflow Trainer. podPath is the path of
 // the Pod spec the patch sets.
 func checkPatch(podPath *field.Path, rp *trainer.ReplicatedJobPatch, pod *corev1.PodSpec) field.ErrorList {
 	if rp.Template == nil || rp.Template.Spec == nil || rp.Template.Spec.Template == nil || rp.Template.Spec.Template.Spec == nil {
@@ -161,9 +162,16 @@ func checkPatch(podPath *field.Path, rp *trainer.ReplicatedJobPatch, pod *corev1
 				errs = append(errs, field.Invalid(cPath.Child("name"), c.Name,
 					fmt.Sprintf("replicated Job %q of the runtime has no %s of that name", rp.Name, kind)))
 			}
-			if c.Name == trainer.TrainerContainerName && len(c.Env) > 0 {
+			if len(c.Env) == 0 {
+				continue
+			}
+			switch c.Name {
+			case trainer.TrainerContainerName:
 				errs = append(errs, field.Forbidden(cPath.Child("env"),
 					fmt.Sprintf("the environment of the %s container is set through spec.trainer.env", trainer.TrainerContainerName)))
+			case trainer.DatasetInitializerStep, trainer.ModelInitializerStep:
+				errs = append(errs, field.Forbidden(cPath.Child("env"),
+					fmt.Sprintf("the environment of the %s container is set through spec.initializer", c.Name)))
 			}
 		}
 	}

@@ -225,7 +225,7 @@ func (v *TrainJobValidator) plan(ctx context.Context, tj *trainer.TrainJob) (job
 		}
 		return rt, nil, nil, field.ErrorList{field.InternalError(field.NewPath("spec"), err)}
 	}
-	return rt, plan, nil, nil
+	return rt, plan, plan.Warnings, nil
 }
 
 // nameCollisions refuses a TrainJob whose Jobs would have the names of

@@ -19,7 +19,6 @@ package v1alpha1
 import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 )
 
 const (
@@ -148,7 +147,6 @@ type TrainJobList struct {
 
 // TrainJobSpec is the desired state of a TrainJob.
 //
-// +kubebuilder:validation:XValidation:rule="!has(self.initializer)",fieldPath=".initializer",message="initializer is not supported by trainjob-operator yet: remove it and fetch the dataset and model from the trainer"
 // +kubebuilder:validation:XValidation:rule="(has(self.runtimePatches) ? self.runtimePatches : []) == (has(oldSelf.runtimePatches) ? oldSelf.runtimePatches : []) || (has(self.suspend) && self.suspend) || (has(oldSelf.suspend) && oldSelf.suspend)",fieldPath=".runtimePatches",reason=FieldValueForbidden,message="runtimePatches can change only while the TrainJob is suspended, before or after the change"
 // +kubebuilder:validation:XValidation:rule="(has(self.podTemplateOverrides) ? self.podTemplateOverrides : []) == (has(oldSelf.podTemplateOverrides) ? oldSelf.podTemplateOverrides : []) || (has(self.suspend) && self.suspend) || (has(oldSelf.suspend) && oldSelf.suspend)",fieldPath=".podTemplateOverrides",reason=FieldValueForbidden,message="podTemplateOverrides can change only while the TrainJob is suspended, before or after the change"
 // +kubebuilder:validation:XValidation:rule="(has(self.podSpecOverrides) ? self.podSpecOverrides : []) == (has(oldSelf.podSpecOverrides) ? oldSelf.podSpecOverrides : []) || (has(self.suspend) && self.suspend) || (has(oldSelf.suspend) && oldSelf.suspend)",fieldPath=".podSpecOverrides",reason=FieldValueForbidden,message="podSpecOverrides can change only while the TrainJob is suspended, before or after the change"
@@ -216,10 +214,11 @@ type TrainJobSpec struct {
 	// +optional
 	ManagedBy *string `json:"managedBy,omitempty"`
 
-	// initializer is a Kubeflow Trainer field this controller does not
-	// support yet; a TrainJob that sets it is rejected.
+	// initializer configures the runtime's dataset and model initializer
+	// steps: where they download from, their environment and credentials.
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="initializer is immutable"
 	// +optional
-	Initializer *runtime.RawExtension `json:"initializer,omitempty"`
+	Initializer *Initializer `json:"initializer,omitempty"`
 
 	// runtimePatches change the runtime's template for this TrainJob, each
 	// owned by a manager (Kueue writes the one of kueue.x-k8s.io/manager).
