@@ -78,6 +78,9 @@ type Plan struct {
 	// Warnings are what the TrainJob's author should know about how it
 	// runs on this runtime, though it can run.
 	Warnings []string
+	// Claims are the PersistentVolumeClaims of the runtime's
+	// volumeClaimPolicies, created before the Jobs.
+	Claims []*corev1.PersistentVolumeClaim
 }
 
 // JobName is the name of the child Job for replica index of replicated Job
@@ -205,6 +208,9 @@ func Build(trainJob *trainer.TrainJob, rt Runtime) (*Plan, error) {
 	}
 	initErrs, initWarnings := applyInitializers(trainJob, rt, plan)
 	errs, plan.Warnings = append(errs, initErrs...), initWarnings
+	var claimErrs field.ErrorList
+	plan.Claims, claimErrs = claims(trainJob, rt.Spec, plan.Jobs, rtPath.Child("template", "spec", "volumeClaimPolicies"))
+	errs = append(errs, claimErrs...)
 	if len(errs) > 0 {
 		return nil, &Error{Errs: errs}
 	}

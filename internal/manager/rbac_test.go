@@ -75,8 +75,13 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 		"trainer.kubeflow.org/trainjobs/finalizers":    {"update"},
 		"trainer.kubeflow.org/trainingruntimes":        {"get", "list", "watch"},
 		"trainer.kubeflow.org/clustertrainingruntimes": {"get", "list", "watch"},
-		"batch/jobs":        {"get", "list", "watch", "create", "patch"},
-		"batch/jobs/status": {"patch"},
+		// delete: the Jobs of a restart attempt before the current one.
+		"batch/jobs": {"get", "list", "watch", "create", "patch", "delete"},
+		// The claims of a runtime's volumeClaimPolicies, created and read
+		// back by name; the garbage collector deletes them with their
+		// TrainJob.
+		"/persistentvolumeclaims": {"get", "create"},
+		"batch/jobs/status":       {"patch"},
 		// delete: a finished TrainJob's headless Service.
 		"/services":                                 {"get", "list", "watch", "create", "delete"},
 		"events.k8s.io/events":                      {"create", "patch", "update"},

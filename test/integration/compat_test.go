@@ -135,9 +135,9 @@ func TestSchemaRejectsWhatItCannotRun(t *testing.T) {
 		manifest string
 		want     []string
 	}{
-		"initializer": {
-			manifest: trainJob("  initializer:\n    dataset:\n      storageUri: hf://tatsu-lab/alpaca\n"),
-			want:     []string{"spec.initializer", "not supported"},
+		"initializer storageUri not a URI": {
+			manifest: trainJob("  initializer:\n    dataset:\n      storageUri: tatsu-lab/alpaca\n"),
+			want:     []string{"spec.initializer.dataset.storageUri", "must be a valid URI"},
 		},
 		"a runtime patch that renames a Job": {
 			manifest: trainJob("  runtimePatches:\n  - manager: example.com/me\n    trainingRuntimeSpec:\n      template:\n        spec:\n" +
@@ -212,9 +212,9 @@ func TestSchemaRejectsWhatItCannotRun(t *testing.T) {
 			manifest: runtime(strings.Replace(nodeJob, "          spec:\n", "          spec:\n            ttlSecondsAfterFinished: 10\n", 1)),
 			want:     []string{"spec.template.spec.replicatedJobs[0].template.spec.ttlSecondsAfterFinished", "behind the TrainJob's back"},
 		},
-		"volumeClaimPolicies in a runtime": {
+		"a volume claim template without storage": {
 			manifest: runtime(strings.Replace(nodeJob, "  template:\n    spec:\n", "  template:\n    spec:\n      volumeClaimPolicies:\n      - templates:\n        - metadata:\n            name: data\n", 1)),
-			want:     []string{"spec.template.spec.volumeClaimPolicies", "not supported"},
+			want:     []string{"spec.template.spec.volumeClaimPolicies[0].templates", "must request storage"},
 		},
 		"a replicated Job in a group other than default": {
 			manifest: runtime(strings.Replace(nodeJob, "      - name: node\n", "      - name: node\n        groupName: workers\n", 1)),

@@ -16,6 +16,8 @@ limitations under the License.
 
 package v1alpha1
 
+import corev1 "k8s.io/api/core/v1"
+
 // The JobSet policies of a runtime's template, with JobSet v0.12's fields
 // and meaning, applied here to the child Jobs this controller creates.
 
@@ -243,4 +245,50 @@ type FailurePolicyRule struct {
 	// +kubebuilder:validation:items:MaxLength=40
 	// +optional
 	TargetReplicatedJobs []string `json:"targetReplicatedJobs,omitempty"`
+}
+
+// RetentionPolicyType says what becomes of a TrainJob's claims when it is
+// deleted.
+// +kubebuilder:validation:Enum=Delete;Retain
+type RetentionPolicyType string
+
+const (
+	// RetentionPolicyDelete deletes the claims with the TrainJob: they are
+	// owned by it.
+	RetentionPolicyDelete RetentionPolicyType = "Delete"
+	// RetentionPolicyRetain keeps the claims when the TrainJob is deleted:
+	// they are owned by nothing, and a later TrainJob of the same name
+	// uses them again.
+	RetentionPolicyRetain RetentionPolicyType = "Retain"
+)
+
+// VolumeRetentionPolicy says what becomes of the claims of a
+// VolumeClaimPolicy.
+type VolumeRetentionPolicy struct {
+	// whenDeleted is Delete (the default) or Retain.
+	// +kubebuilder:default=Delete
+	// +optional
+	WhenDeleted *RetentionPolicyType `json:"whenDeleted,omitempty"`
+}
+
+// VolumeClaimPolicy makes PersistentVolumeClaims for each TrainJob from
+// templates, as JobSet v0.12 does: template <name> gives the claim
+// <name>-<trainjob>, created before the TrainJob's Jobs; every container (or
+// init container) of a Job that mounts a volume named <name> gets the
+// claim as that volume.
+type VolumeClaimPolicy struct {
+	// templates of the claims. Each must ask for storage.
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=50
+	// +kubebuilder:validation:XValidation:rule="self.all(t, !has(t.metadata.namespace) || size(t.metadata.namespace) == 0)",message="namespace cannot be set for volumeClaimPolicies templates: the claims are made in the TrainJob's namespace"
+	// +kubebuilder:validation:XValidation:rule="self.all(t, has(t.metadata.name) && size(t.metadata.name) > 0)",message="each volumeClaimPolicies template needs metadata.name: the name of the volume the containers mount"
+	// +kubebuilder:validation:XValidation:rule="self.all(t, has(t.spec.resources) && has(t.spec.resources.requests) && 'storage' in t.spec.resources.requests)",message="each volumeClaimPolicies template must request storage (spec.resources.requests.storage)"
+	// +required
+	Templates []corev1.PersistentVolumeClaim `json:"templates"`
+
+	// retentionPolicy says what becomes of the claims when the TrainJob is
+	// deleted.
+	// +optional
+	RetentionPolicy *VolumeRetentionPolicy `json:"retentionPolicy,omitempty"`
 }

@@ -217,8 +217,7 @@ type TemplateMetadata struct {
 
 // JobSetSpec lists the replicated Jobs of a runtime, and the policies that
 // order their start and decide when the TrainJob is Complete. Its shape and
-// meaning are those of a JobSet v0.12 spec; volumeClaimPolicies is not
-// supported yet.
+// meaning are those of a JobSet v0.12 spec.
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.network) || ((!has(self.network.enableDNSHostnames) || self.network.enableDNSHostnames) && (!has(self.network.publishNotReadyAddresses) || self.network.publishNotReadyAddresses) && (!has(self.network.subdomain) || size(self.network.subdomain) == 0))",fieldPath=".network",message="network: only enableDNSHostnames: true and publishNotReadyAddresses: true (the defaults) are supported by trainjob-operator, without a subdomain: Pods always get stable hostnames under a headless Service named after the TrainJob"
 // +kubebuilder:validation:XValidation:rule="!has(self.successPolicy) || !has(self.successPolicy.targetReplicatedJobs) || self.successPolicy.targetReplicatedJobs.all(t, self.replicatedJobs.exists(r, r.name == t))",fieldPath=".successPolicy.targetReplicatedJobs",message="successPolicy.targetReplicatedJobs names a replicated Job the template does not have"
@@ -233,7 +232,6 @@ type TemplateMetadata struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.suspend)",fieldPath=".suspend",message="suspend belongs on the TrainJob (spec.suspend), not in the runtime template"
 // +kubebuilder:validation:XValidation:rule="!has(self.managedBy)",fieldPath=".managedBy",message="managedBy belongs on the TrainJob (spec.managedBy), not in the runtime template"
 // +kubebuilder:validation:XValidation:rule="!has(self.ttlSecondsAfterFinished)",fieldPath=".ttlSecondsAfterFinished",message="ttlSecondsAfterFinished belongs on the TrainJob (spec.ttlSecondsAfterFinished), not in the runtime template"
-// +kubebuilder:validation:XValidation:rule="!has(self.volumeClaimPolicies)",fieldPath=".volumeClaimPolicies",message="volumeClaimPolicies is not supported by trainjob-operator yet"
 // +kubebuilder:validation:XValidation:rule="!self.replicatedJobs.exists(r, has(r.template.metadata) && has(r.template.metadata.labels) && 'trainer.kubeflow.org/trainjob-ancestor-step' in r.template.metadata.labels && r.template.metadata.labels['trainer.kubeflow.org/trainjob-ancestor-step'] == 'trainer') || self.replicatedJobs.all(r, r.name != 'node' || !has(r.template.spec) || !has(r.template.spec.parallelism) || has(r.template.spec.completions) || (has(r.template.metadata) && has(r.template.metadata.labels) && 'trainer.kubeflow.org/trainjob-ancestor-step' in r.template.metadata.labels && r.template.metadata.labels['trainer.kubeflow.org/trainjob-ancestor-step'] == 'trainer'))",fieldPath=".replicatedJobs",reason=FieldValueRequired,message="replicated Job \"node\" sets parallelism but not completions, and it is not the trainer step here (another replicated Job is labelled trainer.kubeflow.org/trainjob-ancestor-step: trainer): its Jobs are Indexed, and an Indexed Job needs completions; set completions (the number of Pods that must succeed) too"
 type JobSetSpec struct {
 	// replicatedJobs are the steps of the runtime. Each creates `replicas`
@@ -273,9 +271,13 @@ type JobSetSpec struct {
 	// ttlSecondsAfterFinished is set on the TrainJob instead.
 	// +optional
 	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
-	// volumeClaimPolicies is not supported yet.
+	// volumeClaimPolicies make PersistentVolumeClaims for each TrainJob,
+	// mounted where its containers mount a volume of a template's name
+	// (see VolumeClaimPolicy).
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=50
 	// +optional
-	VolumeClaimPolicies []runtime.RawExtension `json:"volumeClaimPolicies,omitempty"`
+	VolumeClaimPolicies []VolumeClaimPolicy `json:"volumeClaimPolicies,omitempty"`
 }
 
 // ReplicatedJob is one step of a runtime: a Job template created `replicas`

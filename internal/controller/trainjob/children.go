@@ -145,8 +145,10 @@ type creation struct {
 	// were created.
 	waiting bool
 	blocked *metav1.Condition
-	// jobs are the children to create.
-	jobs []*batchv1.Job
+	// jobs are the children to create, and claims the volume claims to
+	// make sure of first (when there are jobs to create).
+	jobs   []*batchv1.Job
+	claims []*corev1.PersistentVolumeClaim
 	// startable are the replicated Jobs whose dependencies are reached: the
 	// waiting ones stop waiting once their Jobs are all created. waitingFor
 	// says, for the others, what they wait for. blockedSteps are those one
@@ -241,6 +243,9 @@ func planCreation(tj *trainer.TrainJob, obs *observed, restarting bool) *creatio
 		}
 		c.jobs = append(c.jobs, job)
 	}
+	if len(c.jobs) > 0 {
+		c.claims = obs.plan.Claims
+	}
 	return c
 }
 
@@ -254,6 +259,13 @@ func (r *Reconciler) create(ctx context.Context, tj *trainer.TrainJob, c *creati
 		if foreign, c.serviceErr = r.createService(ctx, tj); foreign != nil {
 			c.foreignService = foreign
 		}
+	}
+	if !r.createClaims(ctx, tj, c) {
+		// Without their claims, the Jobs' Pods would not start.
+		for _, job := range c.jobs {
+			c.blockedSteps[job.Labels[trainer.ReplicatedJobNameLabel]] = true
+		}
+		return
 	}
 	for _, job := range c.jobs {
 		err := r.client.Create(ctx, job)
@@ -419,6 +431,43 @@ func shapeChange(status *trainer.TrainJobStatus, plan *jobplan.Plan) string {
 		return ""
 	}
 	return fmt.Sprintf("its replicated Jobs were %s and are now %s", describe(pinned), describe(plan.Steps))
+}
+
+// createClaims makes sure the volume claims of the runtime's
+// volumeClaimPolicies exist before the Jobs that mount them are created, and
+// reports whether they all do. A claim of the name that exists already is
+// the TrainJob's if it controls it, or, for a claim retained after the
+// TrainJob is deleted (it has no owner), if it has no controller: a later
+// TrainJob of the same name uses it again, as under JobSet. Any other is
+// not the TrainJob's, and the TrainJob waits for the name.
+func (r *Reconciler) createClaims(ctx context.Context, tj *trainer.TrainJob, c *creation) bool {
+	ok := true
+	for _, claim := range c.claims {
+		err := r.client.Create(ctx, claim.DeepCopy())
+		if apierrors.IsAlreadyExists(err) {
+			var live corev1.PersistentVolumeClaim
+			if err = r.apiReader.Get(ctx, client.ObjectKeyFromObject(claim), &live); err == nil {
+				owner := metav1.GetControllerOf(&live)
+				if (owner == nil && len(claim.OwnerReferences) == 0) || (owner != nil && owner.UID == tj.UID) {
+					continue
+				}
+				c.taken = cmp.Or(c.taken, nameTaken(tj, "PersistentVolumeClaim", &live))
+				ok = false
+				continue
+			}
+		}
+		if err != nil {
+			c.errs = append(c.errs, fmt.Errorf("creating PersistentVolumeClaim %s: %w", klog.KObj(claim), err))
+			if c.refused == nil && isRefusal(err) {
+				c.refused = &metav1.Condition{
+					Type: trainer.TrainJobCreated, Status: metav1.ConditionFalse, Reason: trainer.TrainJobJobRefusedReason,
+					Message: fmt.Sprintf("The API server refused PersistentVolumeClaim %s: %v", claim.Name, err),
+				}
+			}
+			ok = false
+		}
+	}
+	return ok
 }
 
 // createService creates the headless Service that gives the Pods their DNS
