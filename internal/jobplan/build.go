@@ -67,7 +67,10 @@ type Plan struct {
 	Steps []Step
 	// Jobs are the child Jobs, step by step and replica by replica.
 	Jobs []*batchv1.Job
-	// Service is the headless Service named after the TrainJob.
+	// Network is the runtime's network, with JobSet's defaults.
+	Network trainer.Network
+	// Service is the headless Service named after the subdomain; nil
+	// without DNS hostnames.
 	Service *corev1.Service
 	// Success says when the TrainJob is Complete: the runtime's
 	// successPolicy, or JobSet's default, All of every step.
@@ -166,19 +169,20 @@ func Build(trainJob *trainer.TrainJob, rt Runtime) (*Plan, error) {
 
 	failurePolicy, failureErrs := failurePolicy(rt.Spec, rtPath.Child("template", "spec", "failurePolicy"))
 	errs = append(errs, failureErrs...)
-	plan := &Plan{Service: Service(trainJob), Success: successPolicy(rt.Spec), Failure: failurePolicy}
+	network := networkOf(rt.Spec)
+	plan := &Plan{Network: network, Service: serviceFor(trainJob, &network), Success: successPolicy(rt.Spec), Failure: failurePolicy}
 	coordinator, coordErr := coordinatorOf(trainJob, rt.Spec, numNodes, trainerIdx, rtPath.Child("template", "spec", "coordinator"))
 	if coordErr != nil {
 		errs = append(errs, coordErr)
 	}
-	in := &PolicyInput{TrainJob: trainJob, Runtime: rt, NumNodes: numNodes, Path: rjobsPath}
+	in := &PolicyInput{TrainJob: trainJob, Runtime: rt, NumNodes: numNodes, Path: rjobsPath, Subdomain: Subdomain(trainJob, &network)}
 	trainerReady := false
 	for i := range rjobs {
 		rjob := &rjobs[i]
 		isTrainer := i == trainerIdx
 		plan.Steps = append(plan.Steps, Step{Name: rjob.Name, Replicas: replicasOf(*rjob), Trainer: isTrainer, DependsOn: dependsOn(rt.Spec, i)})
 		for r := range replicasOf(*rjob) {
-			job := baseJob(trainJob, rt.Spec, i, r, coordinator)
+			job := baseJob(trainJob, rt.Spec, i, r, coordinator, &network)
 			completions := ptr.Deref(job.Spec.Completions, 1)
 			if isTrainer {
 				completions = numNodes
@@ -264,7 +268,7 @@ func numNodes(trainJob *trainer.TrainJob, spec *trainer.TrainingRuntimeSpec) int
 // metadata, JobSet's labels and annotations, ownership, tracking finalizer,
 // Indexed completion and DNS settings. The labels the controller finds its
 // children by, and JobSet's, win over those of the runtime and the TrainJob.
-func baseJob(trainJob *trainer.TrainJob, spec *trainer.TrainingRuntimeSpec, i int, r int32, coordinator string) *batchv1.Job {
+func baseJob(trainJob *trainer.TrainJob, spec *trainer.TrainingRuntimeSpec, i int, r int32, coordinator string, network *trainer.Network) *batchv1.Job {
 	rjob := &spec.Template.Spec.ReplicatedJobs[i]
 	tmpl := rjob.Template.DeepCopy()
 	ours := ChildLabels(trainJob.Name, rjob.Name, r)
@@ -290,7 +294,9 @@ func baseJob(trainJob *trainer.TrainJob, spec *trainer.TrainingRuntimeSpec, i in
 	pod := &job.Spec.Template
 	pod.Labels = merge(pod.Labels, trainJob.Labels, jobSet, ours)
 	pod.Annotations = merge(pod.Annotations, podAnnotations(trainJob.Annotations), jobSet)
-	pod.Spec.Subdomain = trainJob.Name
+	if ptr.Deref(network.EnableDNSHostnames, true) {
+		pod.Spec.Subdomain = Subdomain(trainJob, network)
+	}
 	if pod.Spec.RestartPolicy == "" {
 		// OnFailure, as JobSet's webhook defaults it under Kubeflow: the
 		// runtimes Kubeflow ships leave it unset. (Always, which a Job
@@ -303,21 +309,26 @@ func baseJob(trainJob *trainer.TrainJob, spec *trainer.TrainingRuntimeSpec, i in
 // jobSetKeys are the labels, and the same annotations, that JobSet v0.12.0
 // sets on the child Job for replica r of replicated Job i of rjobs and on its
 // Pod template (labelAndAnnotateObject in its controller), for a JobSet
-// named after the TrainJob. The TrainJob's UID stands for the JobSet's; the
-// restart attempt is the TrainJob's status.restarts; and every replicated
-// Job is in JobSet's default group, as groupName is not supported, so the
-// group counts are the global ones.
+// named after the TrainJob. The TrainJob's UID stands for the JobSet's, and
+// the restart attempt is the TrainJob's status.restarts.
 func jobSetKeys(trainJob *trainer.TrainJob, rjobs []trainer.ReplicatedJob, i int, r int32) map[string]string {
-	global, before := 0, 0
-	for j := range rjobs {
-		if j < i {
-			before += int(replicasOf(rjobs[j]))
-		}
-		global += int(replicasOf(rjobs[j]))
-	}
 	rjob := &rjobs[i]
+	group := groupOf(rjob)
+	global, before, groupReplicas, groupBefore := 0, 0, 0, 0
+	for j := range rjobs {
+		n := int(replicasOf(rjobs[j]))
+		global += n
+		if j < i {
+			before += n
+		}
+		if groupOf(&rjobs[j]) == group {
+			groupReplicas += n
+			if j < i {
+				groupBefore += n
+			}
+		}
+	}
 	jobKey := sha1.Sum([]byte(trainJob.Namespace + "/" + JobName(trainJob.Name, rjob.Name, r)))
-	globalIndex := strconv.Itoa(before + int(r))
 	return map[string]string{
 		trainer.JobSetNameLabel:                  trainJob.Name,
 		trainer.JobSetUIDLabel:                   string(trainJob.UID),
@@ -327,11 +338,20 @@ func jobSetKeys(trainJob *trainer.TrainJob, rjobs []trainer.ReplicatedJob, i int
 		trainer.JobSetGlobalReplicasLabel:        strconv.Itoa(global),
 		trainer.JobSetJobIndexLabel:              strconv.Itoa(int(r)),
 		trainer.JobSetJobKeyLabel:                hex.EncodeToString(jobKey[:]),
-		trainer.JobSetJobGlobalIndexLabel:        globalIndex,
-		trainer.JobSetGroupNameLabel:             trainer.JobSetDefaultGroupName,
-		trainer.JobSetGroupReplicasLabel:         strconv.Itoa(global),
-		trainer.JobSetJobGroupIndexLabel:         globalIndex,
+		trainer.JobSetJobGlobalIndexLabel:        strconv.Itoa(before + int(r)),
+		trainer.JobSetGroupNameLabel:             group,
+		trainer.JobSetGroupReplicasLabel:         strconv.Itoa(groupReplicas),
+		trainer.JobSetJobGroupIndexLabel:         strconv.Itoa(groupBefore + int(r)),
 	}
+}
+
+// groupOf is the group of a replicated Job: its groupName, or JobSet's
+// default group.
+func groupOf(rjob *trainer.ReplicatedJob) string {
+	if rjob.GroupName != nil && *rjob.GroupName != "" {
+		return *rjob.GroupName
+	}
+	return trainer.JobSetDefaultGroupName
 }
 
 func podAnnotations(in map[string]string) map[string]string {
@@ -360,27 +380,65 @@ func ownerRef(trainJob *trainer.TrainJob) metav1.OwnerReference {
 	return *metav1.NewControllerRef(trainJob, trainer.GroupVersion.WithKind(trainer.TrainJobKind))
 }
 
-// ServiceKey is the namespace and name of the TrainJob's Service.
-func ServiceKey(trainJob *trainer.TrainJob) types.NamespacedName {
-	return types.NamespacedName{Namespace: trainJob.Namespace, Name: trainJob.Name}
+// Subdomain is the Pods' subdomain and the name of the headless Service
+// under network: its subdomain, or the TrainJob's name.
+func Subdomain(trainJob *trainer.TrainJob, network *trainer.Network) string {
+	if network != nil && network.Subdomain != "" {
+		return network.Subdomain
+	}
+	return trainJob.Name
 }
 
-// Service is the headless Service named after the TrainJob: with the Pods'
-// hostname and subdomain it gives each Pod the DNS name
-// <hostname>.<trainjob>, so PET_MASTER_ADDR resolves as under Kubeflow.
+// networkOf is the runtime's network with JobSet's defaults: DNS hostnames
+// on, Pods published before they are ready.
+func networkOf(spec *trainer.TrainingRuntimeSpec) trainer.Network {
+	var n trainer.Network
+	if spec.Template.Spec.Network != nil {
+		n = *spec.Template.Spec.Network.DeepCopy()
+	}
+	if n.EnableDNSHostnames == nil {
+		n.EnableDNSHostnames = ptr.To(true)
+	}
+	if n.PublishNotReadyAddresses == nil {
+		n.PublishNotReadyAddresses = ptr.To(true)
+	}
+	return n
+}
+
+// ServiceKey is the namespace and name of the TrainJob's Service, by the
+// network pinned in its status.
+func ServiceKey(trainJob *trainer.TrainJob) types.NamespacedName {
+	return types.NamespacedName{Namespace: trainJob.Namespace, Name: Subdomain(trainJob, trainJob.Status.Network)}
+}
+
+// Service is the TrainJob's headless Service, by the network pinned in its
+// status (JobSet's defaults if none is): with the Pods' hostname and
+// subdomain it gives each Pod the DNS name <hostname>.<subdomain>, so
+// PET_MASTER_ADDR resolves as under Kubeflow. It is nil when the network
+// turns DNS hostnames off.
 func Service(trainJob *trainer.TrainJob) *corev1.Service {
-	key := ServiceKey(trainJob)
+	return serviceFor(trainJob, trainJob.Status.Network)
+}
+
+func serviceFor(trainJob *trainer.TrainJob, network *trainer.Network) *corev1.Service {
+	publish := true
+	if network != nil {
+		if !ptr.Deref(network.EnableDNSHostnames, true) {
+			return nil
+		}
+		publish = ptr.Deref(network.PublishNotReadyAddresses, true)
+	}
 	return &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:            key.Name,
-			Namespace:       key.Namespace,
+			Name:            Subdomain(trainJob, network),
+			Namespace:       trainJob.Namespace,
 			Labels:          map[string]string{trainer.TrainJobNameLabel: trainJob.Name},
 			OwnerReferences: []metav1.OwnerReference{ownerRef(trainJob)},
 		},
 		Spec: corev1.ServiceSpec{
 			ClusterIP:                corev1.ClusterIPNone,
 			Selector:                 map[string]string{trainer.TrainJobNameLabel: trainJob.Name},
-			PublishNotReadyAddresses: true,
+			PublishNotReadyAddresses: publish,
 		},
 	}
 }

@@ -59,6 +59,9 @@ type PolicyInput struct {
 	// Path is the trainer step's replicated Job in the runtime (the list of
 	// replicated Jobs if there is no trainer step), for errors.
 	Path *field.Path
+	// Subdomain is the Pods' subdomain: a Pod's DNS name is
+	// <its hostname>.<Subdomain>.
+	Subdomain string
 }
 
 // policies are the ML policies, asked in order; plain, which asks for

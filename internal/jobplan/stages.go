@@ -55,7 +55,7 @@ func successPolicy(spec *trainer.TrainingRuntimeSpec) trainer.SuccessPolicy {
 
 // coordinatorOf returns the DNS name of the Pod the runtime's coordinator
 // names, "" when it names none: <trainjob>-<replicated Job>-<job
-// index>-<pod index>.<trainjob>, as JobSet writes it.
+// index>-<pod index>.<subdomain>, as JobSet writes it.
 func coordinatorOf(trainJob *trainer.TrainJob, spec *trainer.TrainingRuntimeSpec, numNodes int32, trainerIdx int, path *field.Path) (string, *field.Error) {
 	c := spec.Template.Spec.Coordinator
 	if c == nil {
@@ -76,7 +76,8 @@ func coordinatorOf(trainJob *trainer.TrainJob, spec *trainer.TrainingRuntimeSpec
 	if c.PodIndex >= int(completions) {
 		return "", field.Invalid(path.Child("podIndex"), c.PodIndex, fmt.Sprintf("the Jobs of replicated Job %q have %d Pod(s)", c.ReplicatedJob, completions))
 	}
-	name := fmt.Sprintf("%s-%s-%d-%d.%s", trainJob.Name, c.ReplicatedJob, c.JobIndex, c.PodIndex, trainJob.Name)
+	network := networkOf(spec)
+	name := fmt.Sprintf("%s-%s-%d-%d.%s", trainJob.Name, c.ReplicatedJob, c.JobIndex, c.PodIndex, Subdomain(trainJob, &network))
 	if errs := validation.IsValidLabelValue(name); len(errs) > 0 {
 		return "", field.Invalid(path, name, fmt.Sprintf("the coordinator's DNS name is not a valid label value (the TrainJob's name may be too long): %s", strings.Join(errs, "; ")))
 	}

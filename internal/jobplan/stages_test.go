@@ -21,6 +21,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/utils/ptr"
 
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
 	utiltesting "github.com/trainjob-operator/trainjob-operator/internal/util/testing"
@@ -141,5 +142,65 @@ func TestFailurePolicyDefaults(t *testing.T) {
 	}
 	if spec.Template.Spec.FailurePolicy.Rules[1].Name != "" {
 		t.Errorf("the runtime was changed")
+	}
+}
+
+// A runtime's subdomain is the Pods' subdomain, the torch master's domain
+// and the coordinator's; without DNS hostnames the Pods have none.
+func TestNetworkSubdomain(t *testing.T) {
+	spec := utiltesting.MakeRuntimeSpec().Torch().Obj()
+	spec.Template.Spec.Network = &trainer.Network{Subdomain: "ring"}
+	spec.Template.Spec.Coordinator = &trainer.Coordinator{ReplicatedJob: "node"}
+	tj := utiltesting.MakeTrainJob("tj", "ns").NumNodes(2).Command("torchrun", "train.py").Obj()
+	plan, err := Build(tj, Runtime{Kind: trainer.TrainingRuntimeKind, Name: "rt", Spec: spec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := plan.Jobs[0]
+	pod := job.Spec.Template.Spec
+	var master string
+	for _, e := range pod.Containers[0].Env {
+		if e.Name == EnvMasterAddr {
+			master = e.Value
+		}
+	}
+	if pod.Subdomain != "ring" || master != "tj-node-0-0.ring" || job.Labels[trainer.JobSetCoordinatorKey] != "tj-node-0-0.ring" || plan.Service.Name != "ring" {
+		t.Errorf("subdomain %q, %s %q, coordinator %q, Service %q; want ring throughout", pod.Subdomain, EnvMasterAddr, master, job.Labels[trainer.JobSetCoordinatorKey], plan.Service.Name)
+	}
+	spec.Template.Spec.Network = &trainer.Network{EnableDNSHostnames: ptr.To(false)}
+	spec.Template.Spec.Coordinator = nil
+	if plan, err = Build(tj, Runtime{Kind: trainer.TrainingRuntimeKind, Name: "rt", Spec: spec}); err != nil {
+		t.Fatal(err)
+	}
+	if got := plan.Jobs[0].Spec.Template.Spec.Subdomain; got != "" || plan.Service != nil {
+		t.Errorf("without DNS hostnames: subdomain %q, Service %v; want none", got, plan.Service)
+	}
+}
+
+// Replicated Jobs in groups: each Job labelled with its group, the Jobs of
+// the group and its index among them, as JobSet labels them.
+func TestGroups(t *testing.T) {
+	a := utiltesting.MakeReplicatedJob("a").Replicas(2).Obj()
+	a.GroupName = ptr.To("prep")
+	b := utiltesting.MakeReplicatedJob("b").Obj()
+	c := utiltesting.MakeReplicatedJob("c").Replicas(3).Obj()
+	c.GroupName = ptr.To("prep")
+	spec := utiltesting.MakeRuntimeSpec().ReplicatedJobs(a, b, c).Obj()
+	plan, err := Build(utiltesting.MakeTrainJob("tj", "ns").Obj(), Runtime{Kind: trainer.TrainingRuntimeKind, Name: "rt", Spec: spec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, job := range plan.Jobs {
+		got[job.Name] = job.Labels[trainer.JobSetGroupNameLabel] + " " + job.Labels[trainer.JobSetGroupReplicasLabel] + " " +
+			job.Labels[trainer.JobSetJobGroupIndexLabel] + " " + job.Spec.Template.Annotations[trainer.JobSetJobGroupIndexLabel]
+	}
+	want := map[string]string{
+		"tj-a-0": "prep 5 0 0", "tj-a-1": "prep 5 1 1",
+		"tj-b-0": "default 1 0 0",
+		"tj-c-0": "prep 5 2 2", "tj-c-1": "prep 5 3 3", "tj-c-2": "prep 5 4 4",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("group name, replicas, index (label and annotation) (-want +got):\n%s", diff)
 	}
 }

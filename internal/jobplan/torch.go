@@ -93,7 +93,7 @@ func (torchPolicy) Apply(in *PolicyInput, plan *Plan) field.ErrorList {
 		// whatever the trainer step is named; this is the same address
 		// for every runtime whose trainer step is named node, and the
 		// right one for the others.
-		{Name: EnvMasterAddr, Value: fmt.Sprintf("%s-0.%s", in.Trainer.Name, in.TrainJob.Name)},
+		{Name: EnvMasterAddr, Value: fmt.Sprintf("%s-0.%s", in.Trainer.Name, in.Subdomain)},
 		{Name: EnvMasterPort, Value: strconv.Itoa(int(TorchMasterPort))},
 	}
 	if c := in.Container; t != nil && c != nil {

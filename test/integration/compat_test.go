@@ -196,9 +196,9 @@ func TestSchemaRejectsWhatItCannotRun(t *testing.T) {
 			manifest: runtime(nodeJob + "        dependsOn:\n        - name: init\n          status: Complete\n"),
 			want:     []string{"spec.template.spec.replicatedJobs", "the first replicated Job cannot have dependsOn"},
 		},
-		"a network subdomain": {
-			manifest: runtime(nodeJob + "      network:\n        subdomain: shared\n"),
-			want:     []string{"spec.template.spec.network", "without a subdomain"},
+		"a network subdomain that is not a DNS label": {
+			manifest: runtime(nodeJob + "      network:\n        subdomain: Shared_Ring\n"),
+			want:     []string{"spec.template.spec.network.subdomain", "should match"},
 		},
 		"JobSet failurePolicy restarting one Job (alpha in JobSet)": {
 			manifest: runtime(nodeJob + "      failurePolicy:\n        maxRestarts: 3\n        rules:\n        - action: RestartJob\n"),
@@ -216,9 +216,9 @@ func TestSchemaRejectsWhatItCannotRun(t *testing.T) {
 			manifest: runtime(strings.Replace(nodeJob, "  template:\n    spec:\n", "  template:\n    spec:\n      volumeClaimPolicies:\n      - templates:\n        - metadata:\n            name: data\n", 1)),
 			want:     []string{"spec.template.spec.volumeClaimPolicies[0].templates", "must request storage"},
 		},
-		"a replicated Job in a group other than default": {
-			manifest: runtime(strings.Replace(nodeJob, "      - name: node\n", "      - name: node\n        groupName: workers\n", 1)),
-			want:     []string{"spec.template.spec.replicatedJobs[0].groupName", "every replicated Job is in group default"},
+		"a group name that is not a DNS label": {
+			manifest: runtime(strings.Replace(nodeJob, "      - name: node\n", "      - name: node\n        groupName: Workers\n", 1)),
+			want:     []string{"spec.template.spec.replicatedJobs[0].groupName", "should match"},
 		},
 		"Job-level deadline in a runtime": {
 			manifest: runtime(strings.Replace(nodeJob, "          spec:\n", "          spec:\n            activeDeadlineSeconds: 10\n", 1)),

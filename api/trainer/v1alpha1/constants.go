@@ -96,8 +96,8 @@ const (
 	// Jobs of all the replicated Jobs, in the runtime's order.
 	JobSetJobGlobalIndexLabel = "jobset.sigs.k8s.io/job-global-index"
 
-	// JobSetGroupNameLabel is the group of the replicated Job:
-	// JobSetDefaultGroupName, as groupName is not supported.
+	// JobSetGroupNameLabel is the group of the replicated Job: its
+	// groupName, or JobSetDefaultGroupName.
 	JobSetGroupNameLabel = "jobset.sigs.k8s.io/group-name"
 
 	// JobSetGroupReplicasLabel is the number of child Jobs of the

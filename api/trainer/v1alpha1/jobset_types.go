@@ -103,21 +103,27 @@ type SuccessPolicy struct {
 	TargetReplicatedJobs []string `json:"targetReplicatedJobs,omitempty"`
 }
 
-// Network is the Pods' network identity. The Pods of a TrainJob are always
-// reachable at <trainjob>-<replicated Job>-<job index>-<pod index>.<trainjob>
-// through a headless Service named after the TrainJob that publishes Pods
-// before they are ready: the values that give that are accepted, others
-// refused.
+// Network is the Pods' network identity, as in JobSet: with DNS hostnames
+// (the default), every Pod is reachable at
+// <trainjob>-<replicated Job>-<job index>-<pod index>.<subdomain> through a
+// headless Service named after the subdomain, which is the TrainJob's name
+// unless set.
 type Network struct {
-	// enableDNSHostnames may only be true (the default).
+	// enableDNSHostnames gives the Pods their DNS names, through the
+	// headless Service; true by default. False: no Service, and the Pods
+	// have no subdomain.
 	// +optional
 	EnableDNSHostnames *bool `json:"enableDNSHostnames,omitempty"`
 
-	// subdomain may not be set: the subdomain is the TrainJob's name.
+	// subdomain names the headless Service and the Pods' subdomain; the
+	// TrainJob's name by default.
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z]([-a-z0-9]*[a-z0-9])?$`
 	// +optional
 	Subdomain string `json:"subdomain,omitempty"`
 
-	// publishNotReadyAddresses may only be true (the default).
+	// publishNotReadyAddresses publishes the Pods' DNS records before they
+	// are ready; true by default.
 	// +optional
 	PublishNotReadyAddresses *bool `json:"publishNotReadyAddresses,omitempty"`
 }

@@ -219,7 +219,6 @@ type TemplateMetadata struct {
 // order their start and decide when the TrainJob is Complete. Its shape and
 // meaning are those of a JobSet v0.12 spec.
 //
-// +kubebuilder:validation:XValidation:rule="!has(self.network) || ((!has(self.network.enableDNSHostnames) || self.network.enableDNSHostnames) && (!has(self.network.publishNotReadyAddresses) || self.network.publishNotReadyAddresses) && (!has(self.network.subdomain) || size(self.network.subdomain) == 0))",fieldPath=".network",message="network: only enableDNSHostnames: true and publishNotReadyAddresses: true (the defaults) are supported by trainjob-operator, without a subdomain: Pods always get stable hostnames under a headless Service named after the TrainJob"
 // +kubebuilder:validation:XValidation:rule="!has(self.successPolicy) || !has(self.successPolicy.targetReplicatedJobs) || self.successPolicy.targetReplicatedJobs.all(t, self.replicatedJobs.exists(r, r.name == t))",fieldPath=".successPolicy.targetReplicatedJobs",message="successPolicy.targetReplicatedJobs names a replicated Job the template does not have"
 // +kubebuilder:validation:XValidation:rule="!has(self.startupPolicy) || self.startupPolicy.startupPolicyOrder != 'InOrder' || !self.replicatedJobs.exists(r, has(r.dependsOn))",fieldPath=".startupPolicy",message="startupPolicy InOrder and dependsOn cannot be combined (as in JobSet): use dependsOn alone"
 // +kubebuilder:validation:XValidation:rule="self.replicatedJobs.all(r, !has(r.dependsOn) || r.dependsOn.all(d, d.name != r.name && self.replicatedJobs.exists(x, x.name == d.name)))",fieldPath=".replicatedJobs",message="dependsOn names a replicated Job the template does not have, or the replicated Job itself"
@@ -243,7 +242,8 @@ type JobSetSpec struct {
 	// +required
 	ReplicatedJobs []ReplicatedJob `json:"replicatedJobs"`
 
-	// network is the Pods' network identity: see Network.
+	// network is the Pods' network identity: DNS hostnames under a headless
+	// Service (see Network).
 	// +optional
 	Network *Network `json:"network,omitempty"`
 	// successPolicy says when the TrainJob is Complete: by default, once
@@ -283,7 +283,6 @@ type JobSetSpec struct {
 // ReplicatedJob is one step of a runtime: a Job template created `replicas`
 // times.
 //
-// +kubebuilder:validation:XValidation:rule="!has(self.groupName) || self.groupName == 'default'",fieldPath=".groupName",message="groupName is not supported by trainjob-operator yet: every replicated Job is in group default"
 // +kubebuilder:validation:XValidation:rule="!has(self.template.spec.ttlSecondsAfterFinished)",fieldPath=".template.spec.ttlSecondsAfterFinished",message="a Job-level ttlSecondsAfterFinished would delete Jobs behind the TrainJob's back: set spec.ttlSecondsAfterFinished on the TrainJob instead"
 // +kubebuilder:validation:XValidation:rule="!has(self.template.spec.activeDeadlineSeconds)",fieldPath=".template.spec.activeDeadlineSeconds",message="a Job-level activeDeadlineSeconds would fail Jobs behind the TrainJob's back: set spec.activeDeadlineSeconds on the TrainJob instead"
 // +kubebuilder:validation:XValidation:rule="!has(self.template.spec.suspend)",fieldPath=".template.spec.suspend",message="suspend belongs on the TrainJob (spec.suspend), not in the Job template"
@@ -324,8 +323,11 @@ type ReplicatedJob struct {
 	// +optional
 	DependsOn []DependsOn `json:"dependsOn,omitempty"`
 
-	// groupName may only be default, JobSet's default group, which every
-	// replicated Job is in; other groups are not supported yet.
+	// groupName puts the replicated Job in a group, as in JobSet: its Jobs
+	// and Pods are labelled with the group, the number of Jobs of the
+	// group and their index in it. Defaults to default.
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z]([-a-z0-9]*[a-z0-9])?$`
 	// +optional
 	GroupName *string `json:"groupName,omitempty"`
 }

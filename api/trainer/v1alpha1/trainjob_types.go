@@ -348,6 +348,14 @@ type TrainJobStatus struct {
 	// +optional
 	SuccessPolicy *SuccessPolicy `json:"successPolicy,omitempty"`
 
+	// network is the runtime's network, fixed with jobsStatus when the
+	// first Jobs are created: whether the TrainJob has a headless Service,
+	// its name, and whether it publishes Pods before they are ready.
+	// Without it (Jobs an earlier version created), the Service is named
+	// after the TrainJob and publishes every Pod.
+	// +optional
+	Network *Network `json:"network,omitempty"`
+
 	// failurePolicy is the runtime's failurePolicy, fixed with jobsStatus
 	// when the first Jobs are created; none, the TrainJob fails with its
 	// first failed Job.

@@ -1304,6 +1304,11 @@ func (in *TrainJobStatus) DeepCopyInto(out *TrainJobStatus) {
 		*out = new(SuccessPolicy)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.Network != nil {
+		in, out := &in.Network, &out.Network
+		*out = new(Network)
+		(*in).DeepCopyInto(*out)
+	}
 	if in.FailurePolicy != nil {
 		in, out := &in.FailurePolicy, &out.FailurePolicy
 		*out = new(FailurePolicy)

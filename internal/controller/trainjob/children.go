@@ -73,6 +73,9 @@ func pinShape(status *trainer.TrainJobStatus, plan *jobplan.Plan) {
 	if status.FailurePolicy == nil {
 		status.FailurePolicy = plan.Failure.DeepCopy()
 	}
+	if status.Network == nil {
+		status.Network = plan.Network.DeepCopy()
+	}
 }
 
 // missingChild is a child of the pinned shape that is not observed.
@@ -156,8 +159,10 @@ type creation struct {
 	startable    map[string]bool
 	waitingFor   map[string]string
 	blockedSteps map[string]bool
-	// service is set when the TrainJob's Service is to be created.
-	service bool
+	// service is set when the TrainJob's Service is to be created, and
+	// serviceOf the TrainJob whose pinned network it is made by.
+	service   bool
+	serviceOf *trainer.TrainJob
 
 	// taken is the Created=False condition of a child name held by a Job
 	// this TrainJob does not own, found before or on creating it.
@@ -180,12 +185,17 @@ type creation struct {
 // they are when nothing was created yet.
 func planCreation(tj *trainer.TrainJob, obs *observed, restarting bool) *creation {
 	c := &creation{}
-	switch {
-	case obs.noService:
-		c.service = true
-	case obs.service != nil && !metav1.IsControlledBy(obs.service, tj):
-		c.foreignService = obs.service
-	}
+	defer func() {
+		// The Service, by the network pinned now: none without DNS
+		// hostnames.
+		switch {
+		case jobplan.Service(tj) == nil:
+		case obs.noService:
+			c.service, c.serviceOf = true, tj
+		case obs.service != nil && !metav1.IsControlledBy(obs.service, tj):
+			c.foreignService = obs.service
+		}
+	}()
 	if allCreated(tj) {
 		c.allCreated = true
 		return c
@@ -256,7 +266,7 @@ func (r *Reconciler) create(ctx context.Context, tj *trainer.TrainJob, c *creati
 	}
 	if c.service {
 		var foreign *corev1.Service
-		if foreign, c.serviceErr = r.createService(ctx, tj); foreign != nil {
+		if foreign, c.serviceErr = r.createService(ctx, c.serviceOf); foreign != nil {
 			c.foreignService = foreign
 		}
 	}
@@ -475,6 +485,9 @@ func (r *Reconciler) createClaims(ctx context.Context, tj *trainer.TrainJob, c *
 // TrainJob's.
 func (r *Reconciler) createService(ctx context.Context, tj *trainer.TrainJob) (*corev1.Service, error) {
 	want := jobplan.Service(tj)
+	if want == nil {
+		return nil, nil
+	}
 	err := r.client.Create(ctx, want)
 	if apierrors.IsAlreadyExists(err) {
 		// Not in the cache, which holds the Services labelled for a

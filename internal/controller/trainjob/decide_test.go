@@ -96,6 +96,7 @@ func TestDecide(t *testing.T) {
 				Conditions:    []metav1.Condition{createdCond(2, now)},
 				JobsStatus:    []trainer.JobStatus{pinned},
 				SuccessPolicy: &trainer.SuccessPolicy{Operator: trainer.OperatorAll},
+				Network:       pinnedNetwork,
 				StartTime:     ptr.To(metav1.NewTime(now)),
 			},
 		},
@@ -109,6 +110,7 @@ func TestDecide(t *testing.T) {
 					"Created 1 of 3 Jobs from ClusterTrainingRuntime torch-distributed; replicated Job worker waits for init to be Complete", now)},
 				JobsStatus:    []trainer.JobStatus{initCreated, waitingPinned},
 				SuccessPolicy: stagedAll,
+				Network:       pinnedNetwork,
 				StartTime:     ptr.To(metav1.NewTime(now)),
 			},
 		},
@@ -151,6 +153,7 @@ func TestDecide(t *testing.T) {
 				// Still waiting: a Job of it is not created.
 				JobsStatus:    []trainer.JobStatus{waitingPinned},
 				SuccessPolicy: &trainer.SuccessPolicy{Operator: trainer.OperatorAll},
+				Network:       pinnedNetwork,
 				StartTime:     ptr.To(metav1.NewTime(now)),
 			},
 			wantRetryAfter: waitRetry,

@@ -41,9 +41,12 @@ import (
 )
 
 var (
-	now     = time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
-	earlier = now.Add(-time.Hour)
-	testNS  = "ns"
+	// pinnedNetwork is JobSet's default network, as a TrainJob's status
+	// pins it when its first Jobs are created.
+	pinnedNetwork = &trainer.Network{EnableDNSHostnames: ptr.To(true), PublishNotReadyAddresses: ptr.To(true)}
+	now           = time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	earlier       = now.Add(-time.Hour)
+	testNS        = "ns"
 )
 
 type fixture struct {
@@ -195,6 +198,7 @@ func TestReconcile(t *testing.T) {
 				Conditions:    []metav1.Condition{createdCond(1, now)},
 				JobsStatus:    []trainer.JobStatus{nodeStep},
 				SuccessPolicy: &trainer.SuccessPolicy{Operator: trainer.OperatorAll},
+				Network:       pinnedNetwork,
 				StartTime:     ptr.To(metav1.NewTime(now)),
 			},
 			wantJobs:   []jobState{{Name: "tj-node-0", Finalizers: tracked}},
@@ -232,6 +236,7 @@ func TestReconcile(t *testing.T) {
 				},
 				JobsStatus:    []trainer.JobStatus{{Name: "node", Replicas: 1, Trainer: true, Suspended: 1}},
 				SuccessPolicy: &trainer.SuccessPolicy{Operator: trainer.OperatorAll},
+				Network:       pinnedNetwork,
 			},
 			wantJobs: []jobState{{Name: "tj-node-0", Suspend: true, Finalizers: tracked}},
 			wantEvents: []string{
