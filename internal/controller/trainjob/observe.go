@@ -162,7 +162,9 @@ func (r *Reconciler) lookUpMissing(ctx context.Context, tj *trainer.TrainJob, ob
 			return fmt.Errorf("reading child Job %s/%s: %w", tj.Namespace, m.job, err)
 		}
 		if err == nil && ctrlOwnerUID(&job) == tj.UID && ofEarlierAttempt(tj, &job) {
-			obs.previous = append(obs.previous, &job)
+			if !slices.ContainsFunc(obs.previous, func(p *batchv1.Job) bool { return p.UID == job.UID }) {
+				obs.previous = append(obs.previous, &job)
+			}
 			continue
 		}
 		if err == nil && ctrlOwnerUID(&job) == tj.UID {
