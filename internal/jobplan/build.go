@@ -294,7 +294,7 @@ func baseJob(trainJob *trainer.TrainJob, spec *trainer.TrainingRuntimeSpec, i in
 	pod := &job.Spec.Template
 	pod.Labels = merge(pod.Labels, trainJob.Labels, jobSet, ours)
 	pod.Annotations = merge(pod.Annotations, podAnnotations(trainJob.Annotations), jobSet)
-	if ptr.Deref(network.EnableDNSHostnames, true) {
+	if dnsHostnames(network) {
 		pod.Spec.Subdomain = Subdomain(trainJob, network)
 	}
 	if pod.Spec.RestartPolicy == "" {
@@ -420,12 +420,22 @@ func Service(trainJob *trainer.TrainJob) *corev1.Service {
 	return serviceFor(trainJob, trainJob.Status.Network)
 }
 
+// HasService reports whether the TrainJob has a headless Service, by the
+// network pinned in its status: it does unless DNS hostnames are off.
+func HasService(trainJob *trainer.TrainJob) bool {
+	return dnsHostnames(trainJob.Status.Network)
+}
+
+func dnsHostnames(network *trainer.Network) bool {
+	return network == nil || ptr.Deref(network.EnableDNSHostnames, true)
+}
+
 func serviceFor(trainJob *trainer.TrainJob, network *trainer.Network) *corev1.Service {
+	if !dnsHostnames(network) {
+		return nil
+	}
 	publish := true
 	if network != nil {
-		if !ptr.Deref(network.EnableDNSHostnames, true) {
-			return nil
-		}
 		publish = ptr.Deref(network.PublishNotReadyAddresses, true)
 	}
 	return &corev1.Service{

@@ -122,12 +122,13 @@ func patchesChanged(oldTJ, newTJ *trainer.TrainJob) bool {
 // scheduling directives too: Kubernetes lets nothing else of an existing
 // Job's Pods change, so the change would never reach them.
 func (v *TrainJobValidator) validatePatches(ctx context.Context, oldTJ, newTJ *trainer.TrainJob) (admission.Warnings, field.ErrorList) {
-	_, next, warnings, errs := v.plan(ctx, newTJ)
+	rt, next, warnings, errs := v.plan(ctx, newTJ)
 	if next == nil || len(errs) > 0 || len(oldTJ.Status.JobsStatus) == 0 {
 		return warnings, errs
 	}
-	_, prev, _, prevErrs := v.plan(ctx, oldTJ)
-	if prev == nil || len(prevErrs) > 0 {
+	// The TrainJob before the update, on the runtime just read.
+	prev, err := jobplan.Build(oldTJ, rt)
+	if err != nil {
 		return warnings, nil
 	}
 	if changed := jobplan.ChangedBeyondSchedulingDirectives(prev, next); len(changed) > 0 {

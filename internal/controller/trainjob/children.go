@@ -189,7 +189,7 @@ func planCreation(tj *trainer.TrainJob, obs *observed, restarting bool) *creatio
 		// The Service, by the network pinned now: none without DNS
 		// hostnames.
 		switch {
-		case jobplan.Service(tj) == nil:
+		case !jobplan.HasService(tj):
 		case obs.noService:
 			c.service, c.serviceOf = true, tj
 		case obs.service != nil && !metav1.IsControlledBy(obs.service, tj):
@@ -306,17 +306,23 @@ func (r *Reconciler) create(ctx context.Context, tj *trainer.TrainJob, c *creati
 			c.errs = append(c.errs, fmt.Errorf("creating Job %s: it was just deleted", klog.KObj(job)))
 		default:
 			c.blockedSteps[job.Labels[trainer.ReplicatedJobNameLabel]] = true
-			c.errs = append(c.errs, fmt.Errorf("creating Job %s: %w", klog.KObj(job), err))
-			if c.refused == nil && isRefusal(err) {
-				c.refused = &metav1.Condition{
-					Type: trainer.TrainJobCreated, Status: metav1.ConditionFalse, Reason: trainer.TrainJobJobRefusedReason,
-					Message: fmt.Sprintf("The API server refused Job %s: %v", job.Name, err),
-				}
-			}
+			c.failed("Job", job, err)
 		}
 	}
 	if len(c.created) > 0 {
 		ctrl.LoggerFrom(ctx).V(2).Info("Created child Jobs", "count", len(c.created))
+	}
+}
+
+// failed records that the creation of obj, a child of the given kind,
+// failed with err, and the first refusal worth telling the user about.
+func (c *creation) failed(kind string, obj client.Object, err error) {
+	c.errs = append(c.errs, fmt.Errorf("creating %s %s: %w", kind, klog.KObj(obj), err))
+	if c.refused == nil && isRefusal(err) {
+		c.refused = &metav1.Condition{
+			Type: trainer.TrainJobCreated, Status: metav1.ConditionFalse, Reason: trainer.TrainJobJobRefusedReason,
+			Message: fmt.Sprintf("The API server refused %s %s: %v", kind, obj.GetName(), err),
+		}
 	}
 }
 
@@ -467,13 +473,7 @@ func (r *Reconciler) createClaims(ctx context.Context, tj *trainer.TrainJob, c *
 			}
 		}
 		if err != nil {
-			c.errs = append(c.errs, fmt.Errorf("creating PersistentVolumeClaim %s: %w", klog.KObj(claim), err))
-			if c.refused == nil && isRefusal(err) {
-				c.refused = &metav1.Condition{
-					Type: trainer.TrainJobCreated, Status: metav1.ConditionFalse, Reason: trainer.TrainJobJobRefusedReason,
-					Message: fmt.Sprintf("The API server refused PersistentVolumeClaim %s: %v", claim.Name, err),
-				}
-			}
+			c.failed("PersistentVolumeClaim", claim, err)
 			ok = false
 		}
 	}
