@@ -47,6 +47,11 @@ type Runtime struct {
 	Spec *trainer.TrainingRuntimeSpec
 }
 
+// path is the runtime's spec, for errors.
+func (rt Runtime) path() *field.Path {
+	return field.NewPath("runtime").Key(rt.Kind + "/" + rt.Name).Child("spec")
+}
+
 // Step is one replicated Job of the runtime as the TrainJob runs it.
 type Step struct {
 	// Name of the replicated Job.
@@ -84,6 +89,20 @@ type Plan struct {
 	// Claims are the PersistentVolumeClaims of the runtime's
 	// volumeClaimPolicies, created before the Jobs.
 	Claims []*corev1.PersistentVolumeClaim
+	// ConfigMaps and Secrets are the ML policy's own children, created
+	// before the Jobs whose Pods mount them.
+	ConfigMaps []*corev1.ConfigMap
+	Secrets    []GeneratedSecret
+}
+
+// GeneratedSecret is a Secret whose data is made when it is created, once:
+// a key, which Build, giving the same Plan for the same inputs, does not
+// make. It is never changed after.
+type GeneratedSecret struct {
+	// Secret is the Secret but for its data.
+	Secret *corev1.Secret
+	// Generate makes the data.
+	Generate func() (map[string][]byte, error)
 }
 
 // JobName is the name of the child Job for replica index of replicated Job
@@ -132,7 +151,7 @@ func Build(trainJob *trainer.TrainJob, rt Runtime) (*Plan, error) {
 		return nil, &Error{Errs: errs}
 	}
 	rt.Spec = spec
-	rtPath := field.NewPath("runtime").Key(rt.Kind + "/" + rt.Name).Child("spec")
+	rtPath := rt.path()
 	rjobsPath := rtPath.Child("template", "spec", "replicatedJobs")
 	trainerPath := field.NewPath("spec", "trainer")
 
@@ -175,7 +194,8 @@ func Build(trainJob *trainer.TrainJob, rt Runtime) (*Plan, error) {
 	if coordErr != nil {
 		errs = append(errs, coordErr)
 	}
-	in := &PolicyInput{TrainJob: trainJob, Runtime: rt, NumNodes: numNodes, Path: rjobsPath, Subdomain: Subdomain(trainJob, &network)}
+	in := &PolicyInput{TrainJob: trainJob, Runtime: rt, NumNodes: numNodes, Path: rjobsPath, Subdomain: Subdomain(trainJob, &network), TrainerStep: trainerIdx}
+	counts := podCounts(policy, rt.Spec, trainerIdx, numNodes)
 	trainerReady := false
 	for i := range rjobs {
 		rjob := &rjobs[i]
@@ -184,10 +204,10 @@ func Build(trainJob *trainer.TrainJob, rt Runtime) (*Plan, error) {
 		for r := range replicasOf(*rjob) {
 			job := baseJob(trainJob, rt.Spec, i, r, coordinator, &network)
 			completions := ptr.Deref(job.Spec.Completions, 1)
-			if isTrainer {
-				completions = numNodes
-				job.Spec.Completions = ptr.To(numNodes)
-				job.Spec.Parallelism = ptr.To(numNodes)
+			if n, ok := counts[rjob.Name]; ok {
+				completions = n
+				job.Spec.Completions = ptr.To(n)
+				job.Spec.Parallelism = ptr.To(n)
 			}
 			if longest := len(job.Name) + 1 + len(strconv.Itoa(int(completions-1))); longest > maxDNSLabel {
 				errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), trainJob.Name, fmt.Sprintf(

@@ -28,8 +28,9 @@ import (
 // to a TrainJob's plan what the framework's processes need to find each
 // other and run, the environment, ports, volumes and init containers of the
 // trainer step, and children of their own (Secrets, ConfigMaps) when they
-// need some. Each lives in a file of its own (torch.go, plain.go); Build
-// runs the one the runtime selects, after the TrainJob's trainer overrides.
+// need some. Each lives in a file of its own (torch.go, mpi.go, jax.go,
+// xgboost.go, plain.go); Build runs the one the runtime selects, after the
+// TrainJob's trainer overrides.
 type MLPolicy interface {
 	// Name is the policy's field in mlPolicy.
 	Name() string
@@ -56,6 +57,9 @@ type PolicyInput struct {
 	// Container is the trainer container of Trainer, with the TrainJob's
 	// trainer overrides applied; nil if it has none.
 	Container *corev1.Container
+	// TrainerStep is the index of the trainer step among the runtime's
+	// replicated Jobs; -1 if it has none.
+	TrainerStep int
 	// Path is the trainer step's replicated Job in the runtime (the list of
 	// replicated Jobs if there is no trainer step), for errors.
 	Path *field.Path
@@ -64,9 +68,28 @@ type PolicyInput struct {
 	Subdomain string
 }
 
+// podCounter is an MLPolicy that decides how many Pods the Jobs of some
+// replicated Jobs have. Without one, the trainer step's Job has numNodes
+// Pods and the others as many as their templates say.
+type podCounter interface {
+	podCounts(spec *trainer.TrainingRuntimeSpec, trainerStep int, numNodes int32) map[string]int32
+}
+
+// podCounts are the Pods of each replicated Job's Jobs that policy decides,
+// by name.
+func podCounts(policy MLPolicy, spec *trainer.TrainingRuntimeSpec, trainerStep int, numNodes int32) map[string]int32 {
+	if pc, ok := policy.(podCounter); ok {
+		return pc.podCounts(spec, trainerStep, numNodes)
+	}
+	if trainerStep < 0 {
+		return nil
+	}
+	return map[string]int32{spec.Template.Spec.ReplicatedJobs[trainerStep].Name: numNodes}
+}
+
 // policies are the ML policies, asked in order; plain, which asks for
 // nothing, comes last and is selected when no other is.
-var policies = []MLPolicy{torchPolicy{}, plainPolicy{}}
+var policies = []MLPolicy{torchPolicy{}, mpiPolicy{}, jaxPolicy{}, xgboostPolicy{}, plainPolicy{}}
 
 // policyOf is the ML policy a runtime selects.
 func policyOf(spec *trainer.TrainingRuntimeSpec) MLPolicy {

@@ -39,9 +39,10 @@ const (
 	EnvMasterAddr     = "PET_MASTER_ADDR"
 	EnvMasterPort     = "PET_MASTER_PORT"
 
-	// TorchMasterPort is the rendezvous port of node 0, and the trainer
+	// TrainerPort is the port node 0 listens on for the others (torch's
+	// rendezvous, JAX's coordinator, XGBoost's tracker), and the trainer
 	// container's port, as in Kubeflow Trainer.
-	TorchMasterPort int32 = 29500
+	TrainerPort int32 = 29500
 
 	// completionIndexAnnotation holds a Pod's index in its Indexed Job.
 	completionIndexAnnotation = "batch.kubernetes.io/job-completion-index"
@@ -54,7 +55,9 @@ var torchEnvNames = []string{EnvNumNodes, EnvNumProcPerNode, EnvNodeRank, EnvMas
 // container gets the PET_* environment torchrun reads — the number of nodes
 // and of processes per node, the node's rank (its completion index) and the
 // address and port of node 0 — replacing any the runtime sets, and the
-// rendezvous port. The containers envInjection names get the same
+// rendezvous port. A torchtune trainer (command tune run) gets its
+// rendezvous, recipe and config on its command line instead of node 0's
+// address (torchtune.go). The containers envInjection names get the whole
 // environment whether or not spec.trainer is set. The TrainJob may not set
 // those variables itself.
 type torchPolicy struct{}
@@ -70,42 +73,65 @@ func (torchPolicy) SetsUpTrainer() bool { return true }
 func (torchPolicy) Apply(in *PolicyInput, plan *Plan) field.ErrorList {
 	t, rt := in.TrainJob.Spec.Trainer, in.Runtime
 	var errs field.ErrorList
+	tune := t != nil && isTorchtune(t.Command)
 	if t != nil {
-		for i, e := range t.Env {
-			if slices.Contains(torchEnvNames, e.Name) {
-				errs = append(errs, field.Forbidden(field.NewPath("spec", "trainer", "env").Index(i).Child("name"),
-					fmt.Sprintf("%s is set by the torch runtime %s/%s; it cannot be set by the TrainJob", e.Name, rt.Kind, rt.Name)))
-			}
-		}
+		errs = append(errs, reservedEnv(t.Env, torchEnvNames, "torch", rt)...)
+	}
+	if tune {
+		errs = append(errs, checkTorchtune(in)...)
 	}
 	targets, targetErrs := envInjectionTargets(rt, plan)
 	if errs = append(errs, targetErrs...); len(errs) > 0 {
 		return errs
 	}
 
+	nproc := numProcPerNode(in.TrainJob, rt.Spec, in.Container)
 	env := []corev1.EnvVar{
 		{Name: EnvNumNodes, Value: strconv.Itoa(int(in.NumNodes))},
-		{Name: EnvNumProcPerNode, Value: numProcPerNode(in.TrainJob, rt.Spec, in.Container)},
-		{Name: EnvNodeRank, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{
-			FieldPath: fmt.Sprintf("metadata.annotations['%s']", completionIndexAnnotation),
-		}}},
+		{Name: EnvNumProcPerNode, Value: nproc},
+		completionIndexEnv(EnvNodeRank),
+	}
+	master := []corev1.EnvVar{
 		// Node 0 of the trainer step. Kubeflow writes <trainjob>-node-0-0
 		// whatever the trainer step is named; this is the same address
 		// for every runtime whose trainer step is named node, and the
 		// right one for the others.
-		{Name: EnvMasterAddr, Value: fmt.Sprintf("%s-0.%s", in.Trainer.Name, in.Subdomain)},
-		{Name: EnvMasterPort, Value: strconv.Itoa(int(TorchMasterPort))},
+		{Name: EnvMasterAddr, Value: node0(in)},
+		{Name: EnvMasterPort, Value: strconv.Itoa(int(TrainerPort))},
 	}
 	if c := in.Container; t != nil && c != nil {
 		c.Env = mergeEnv(c.Env, env)
-		if !slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.ContainerPort == TorchMasterPort }) {
-			c.Ports = append(c.Ports, corev1.ContainerPort{ContainerPort: TorchMasterPort, Protocol: corev1.ProtocolTCP})
+		if tune {
+			c.Command = torchtuneCommand(in, nproc)
+		} else {
+			c.Env = mergeEnv(c.Env, master)
 		}
+		addPort(c, TrainerPort)
 	}
 	for _, c := range targets {
-		c.Env = mergeEnv(c.Env, env)
+		c.Env = mergeEnv(c.Env, append(slices.Clone(env), master...))
 	}
 	return nil
+}
+
+// node0 is the DNS name of the first Pod of the trainer step: node 0.
+func node0(in *PolicyInput) string {
+	return fmt.Sprintf("%s-0.%s", in.Trainer.Name, in.Subdomain)
+}
+
+// completionIndexEnv is the variable name holding the Pod's completion
+// index: the node's rank.
+func completionIndexEnv(name string) corev1.EnvVar {
+	return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{
+		FieldPath: fmt.Sprintf("metadata.annotations['%s']", completionIndexAnnotation),
+	}}}
+}
+
+// addPort adds port to c's ports, unless it has it.
+func addPort(c *corev1.Container, port int32) {
+	if !slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.ContainerPort == port }) {
+		c.Ports = append(c.Ports, corev1.ContainerPort{ContainerPort: port, Protocol: corev1.ProtocolTCP})
+	}
 }
 
 // envInjectionTargets returns the containers of plan's Jobs that the torch
@@ -116,7 +142,7 @@ func envInjectionTargets(rt Runtime, plan *Plan) ([]*corev1.Container, field.Err
 	if inj == nil {
 		return nil, nil
 	}
-	path := field.NewPath("runtime").Key(rt.Kind+"/"+rt.Name).Child("spec", "mlPolicy", "torch", "envInjection", "targets")
+	path := rt.path().Child("mlPolicy", "torch", "envInjection", "targets")
 	var out []*corev1.Container
 	var errs field.ErrorList
 	for i, target := range inj.Targets {
@@ -162,17 +188,25 @@ func numProcPerNode(trainJob *trainer.TrainJob, spec *trainer.TrainingRuntimeSpe
 	if v.Type == intstr.Int {
 		return strconv.Itoa(v.IntValue())
 	}
-	var res corev1.ResourceRequirements
-	switch {
-	case t != nil && t.ResourcesPerNode != nil:
-		res = *t.ResourcesPerNode
-	case c != nil:
-		res = c.Resources
-	}
-	if v.StrVal == "cpu" || v.StrVal == "auto" && gpusPerNode(&res) == 0 {
-		return strconv.FormatInt(max(1, cpusPerNode(&res)), 10)
+	res := resourcesPerNode(trainJob, c)
+	if v.StrVal == "cpu" || v.StrVal == "auto" && gpusPerNode(res) == 0 {
+		return strconv.FormatInt(max(1, cpusPerNode(res)), 10)
 	}
 	return v.StrVal
+}
+
+// resourcesPerNode are the resources of a trainer node, as Kubeflow Trainer
+// v2.3 reads them to count its GPUs and CPUs: the TrainJob's
+// resourcesPerNode if it sets them, else those of the trainer container c
+// (none if c is nil).
+func resourcesPerNode(trainJob *trainer.TrainJob, c *corev1.Container) *corev1.ResourceRequirements {
+	if t := trainJob.Spec.Trainer; t != nil && t.ResourcesPerNode != nil {
+		return t.ResourcesPerNode
+	}
+	if c != nil {
+		return &c.Resources
+	}
+	return &corev1.ResourceRequirements{}
 }
 
 // gpusPerNode is the number of GPUs a trainer asks for, as Kubeflow Trainer

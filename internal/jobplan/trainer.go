@@ -70,6 +70,19 @@ func applyOverrides(in *PolicyInput, policy MLPolicy) field.ErrorList {
 	return nil
 }
 
+// reservedEnv refuses the variables of env that an ML policy sets itself,
+// names.
+func reservedEnv(env []corev1.EnvVar, names []string, policy string, rt Runtime) field.ErrorList {
+	var errs field.ErrorList
+	for i, e := range env {
+		if slices.Contains(names, e.Name) {
+			errs = append(errs, field.Forbidden(field.NewPath("spec", "trainer", "env").Index(i).Child("name"),
+				fmt.Sprintf("%s is set by the %s runtime %s/%s; it cannot be set by the TrainJob", e.Name, policy, rt.Kind, rt.Name)))
+		}
+	}
+	return errs
+}
+
 // mergeEnv returns base with overrides applied: a variable of the same name
 // is replaced in place, new ones are appended in order.
 func mergeEnv(base, overrides []corev1.EnvVar) []corev1.EnvVar {

@@ -229,6 +229,25 @@ spec:
 	waitNoPods(t, timeout, ns, "mpi-like")
 }
 
+// volumeFor makes a PersistentVolume of Kubeflow's initializer size bound
+// to claim in ns, as a provisioner would (the local cluster has none), and
+// deletes it after the test.
+func volumeFor(t *testing.T, ns, claim string) {
+	t.Helper()
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + claim},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("20Gi")},
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimDelete,
+			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/tmp/" + ns + "-" + claim}},
+			ClaimRef:                      &corev1.ObjectReference{Namespace: ns, Name: claim},
+		},
+	}
+	create(t, pv)
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), pv) })
+}
+
 // The shape of Kubeflow v2.3's torchtune runtimes: a volume claim template
 // initializer, a dataset and a model initializer mounting it, and the
 // trainer once both are Complete. The claim initializer-<trainjob> is made
@@ -237,18 +256,7 @@ spec:
 // claim goes with the TrainJob.
 func TestTorchtuneShape(t *testing.T) {
 	ns := newNamespace(t)
-	pv := &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: ns + "-initializer"},
-		Spec: corev1.PersistentVolumeSpec{
-			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("20Gi")},
-			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimDelete,
-			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/tmp/" + ns}},
-			ClaimRef:                      &corev1.ObjectReference{Namespace: ns, Name: "initializer-tune"},
-		},
-	}
-	create(t, pv)
-	t.Cleanup(func() { _ = k8s.Delete(context.Background(), pv) })
+	volumeFor(t, ns, "initializer-tune")
 	applyYAML(t, ns, fmt.Sprintf(`
 apiVersion: trainer.kubeflow.org/v1alpha1
 kind: TrainingRuntime

@@ -180,9 +180,13 @@ func TestSchemaRejectsWhatItCannotRun(t *testing.T) {
 			manifest: strings.Replace(trainJob(""), "name: bad", "name: Bad", 1),
 			want:     []string{"metadata.name", "RFC 1035"},
 		},
-		"MPI policy": {
-			manifest: runtime("  mlPolicy:\n    mpi:\n      numProcPerNode: 1\n" + nodeJob),
-			want:     []string{"spec.mlPolicy.mpi", "not supported"},
+		"Flux policy": {
+			manifest: runtime("  mlPolicy:\n    flux:\n      numProcPerNode: 1\n" + nodeJob),
+			want:     []string{"spec.mlPolicy.flux", "not supported"},
+		},
+		"two ML policies": {
+			manifest: runtime("  mlPolicy:\n    jax: {}\n    xgboost: {}\n" + nodeJob),
+			want:     []string{"spec.mlPolicy", "only one of the policies"},
 		},
 		"elastic torch": {
 			manifest: runtime("  mlPolicy:\n    torch:\n      elasticPolicy:\n        maxNodes: 4\n" + nodeJob),

@@ -96,20 +96,18 @@ type TrainingRuntimeSpec struct {
 	// +required
 	Template JobSetTemplateSpec `json:"template"`
 
-	// podGroupPolicy is a Kubeflow Trainer field this controller does not
-	// support yet; a runtime that sets it is rejected.
+	// podGroupPolicy schedules the Pods of a TrainJob as a gang, all or
+	// none, with the PodGroup of a gang scheduler.
 	// +optional
-	PodGroupPolicy *runtime.RawExtension `json:"podGroupPolicy,omitempty"`
+	PodGroupPolicy *PodGroupPolicy `json:"podGroupPolicy,omitempty"`
 }
 
 // MLPolicy holds the ML-specific parameters of a runtime. At most one
 // framework policy may be set; without one the runtime is a plain one and no
 // framework environment is injected.
 //
-// +kubebuilder:validation:XValidation:rule="!has(self.mpi)",fieldPath=".mpi",message="the MPI policy is not supported by trainjob-operator yet; use torch or no policy"
-// +kubebuilder:validation:XValidation:rule="!has(self.flux)",fieldPath=".flux",message="the Flux policy is not supported by trainjob-operator yet; use torch or no policy"
-// +kubebuilder:validation:XValidation:rule="!has(self.jax)",fieldPath=".jax",message="the JAX policy is not supported by trainjob-operator yet; use torch or no policy"
-// +kubebuilder:validation:XValidation:rule="!has(self.xgboost)",fieldPath=".xgboost",message="the XGBoost policy is not supported by trainjob-operator yet; use torch or no policy"
+// +kubebuilder:validation:XValidation:rule="[has(self.torch), has(self.mpi), has(self.jax), has(self.xgboost), has(self.flux)].filter(x, x).size() <= 1",message="only one of the policies torch, mpi, jax, xgboost and flux can be set"
+// +kubebuilder:validation:XValidation:rule="!has(self.flux)",fieldPath=".flux",message="the Flux policy is not supported by trainjob-operator yet; use torch, mpi, jax, xgboost or no policy"
 type MLPolicy struct {
 	// numNodes is the default number of training nodes. Defaults to 1.
 	// +kubebuilder:validation:Minimum=1
@@ -122,21 +120,25 @@ type MLPolicy struct {
 	// +optional
 	Torch *TorchMLPolicySource `json:"torch,omitempty"`
 
-	// mpi is not supported yet.
+	// mpi configures MPI training (OpenMPI), as the DeepSpeed and MLX
+	// runtimes use it: an SSH key and a hostfile for the launcher's
+	// mpirun.
 	// +optional
-	MPI *runtime.RawExtension `json:"mpi,omitempty"`
+	MPI *MPIMLPolicySource `json:"mpi,omitempty"`
 
-	// flux is not supported yet.
+	// flux configures the Flux framework. Not supported yet.
 	// +optional
-	Flux *runtime.RawExtension `json:"flux,omitempty"`
+	Flux *FluxMLPolicySource `json:"flux,omitempty"`
 
-	// jax is not supported yet.
+	// jax configures JAX distributed training: the trainer receives the
+	// JAX_* environment of jax.distributed.initialize.
 	// +optional
-	JAX *runtime.RawExtension `json:"jax,omitempty"`
+	JAX *JAXMLPolicySource `json:"jax,omitempty"`
 
-	// xgboost is not supported yet.
+	// xgboost configures XGBoost distributed training: the trainer
+	// receives the DMLC_* environment of XGBoost's collective.
 	// +optional
-	XGBoost *runtime.RawExtension `json:"xgboost,omitempty"`
+	XGBoost *XGBoostMLPolicySource `json:"xgboost,omitempty"`
 }
 
 // TorchMLPolicySource configures PyTorch distributed training.

@@ -22,6 +22,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -148,10 +149,13 @@ type creation struct {
 	// were created.
 	waiting bool
 	blocked *metav1.Condition
-	// jobs are the children to create, and claims the volume claims to
-	// make sure of first (when there are jobs to create).
-	jobs   []*batchv1.Job
-	claims []*corev1.PersistentVolumeClaim
+	// jobs are the children to create, and claims, configMaps and
+	// secrets the children their Pods mount, to make sure of first (when
+	// there are jobs to create).
+	jobs       []*batchv1.Job
+	claims     []*corev1.PersistentVolumeClaim
+	configMaps []*corev1.ConfigMap
+	secrets    []jobplan.GeneratedSecret
 	// startable are the replicated Jobs whose dependencies are reached: the
 	// waiting ones stop waiting once their Jobs are all created. waitingFor
 	// says, for the others, what they wait for. blockedSteps are those one
@@ -254,7 +258,7 @@ func planCreation(tj *trainer.TrainJob, obs *observed, restarting bool) *creatio
 		c.jobs = append(c.jobs, job)
 	}
 	if len(c.jobs) > 0 {
-		c.claims = obs.plan.Claims
+		c.claims, c.configMaps, c.secrets = obs.plan.Claims, obs.plan.ConfigMaps, obs.plan.Secrets
 	}
 	return c
 }
@@ -270,8 +274,9 @@ func (r *Reconciler) create(ctx context.Context, tj *trainer.TrainJob, c *creati
 			c.foreignService = foreign
 		}
 	}
-	if !r.createClaims(ctx, tj, c) {
-		// Without their claims, the Jobs' Pods would not start.
+	if !r.createClaims(ctx, tj, c) || !r.createMounted(ctx, tj, c) {
+		// Without their claims, ConfigMaps and Secrets, the Jobs' Pods
+		// would not start.
 		for _, job := range c.jobs {
 			c.blockedSteps[job.Labels[trainer.ReplicatedJobNameLabel]] = true
 		}
@@ -474,6 +479,61 @@ func (r *Reconciler) createClaims(ctx context.Context, tj *trainer.TrainJob, c *
 		}
 		if err != nil {
 			c.failed("PersistentVolumeClaim", claim, err)
+			ok = false
+		}
+	}
+	return ok
+}
+
+// createMounted makes sure the ML policy's ConfigMaps and Secrets exist
+// before the Jobs whose Pods mount them are created, and reports whether
+// they all do. A ConfigMap of the TrainJob's whose data differs is brought
+// up to date; a Secret of the TrainJob's is kept as it is (its key is made
+// once). Either of the name held by anything else is not the TrainJob's,
+// and the TrainJob waits for the name. They are read by name, not watched.
+func (r *Reconciler) createMounted(ctx context.Context, tj *trainer.TrainJob, c *creation) bool {
+	ok := true
+	for _, want := range c.configMaps {
+		err := r.client.Create(ctx, want.DeepCopy())
+		if apierrors.IsAlreadyExists(err) {
+			var live corev1.ConfigMap
+			if err = r.apiReader.Get(ctx, client.ObjectKeyFromObject(want), &live); err == nil {
+				if !metav1.IsControlledBy(&live, tj) {
+					c.taken = cmp.Or(c.taken, nameTaken(tj, "ConfigMap", &live))
+					ok = false
+					continue
+				}
+				if !maps.Equal(live.Data, want.Data) {
+					live.Data = want.Data
+					err = r.client.Update(ctx, &live)
+				}
+			}
+		}
+		if err != nil {
+			c.failed("ConfigMap", want, err)
+			ok = false
+		}
+	}
+	for _, want := range c.secrets {
+		var live corev1.Secret
+		err := r.apiReader.Get(ctx, client.ObjectKeyFromObject(want.Secret), &live)
+		switch {
+		case err == nil && !metav1.IsControlledBy(&live, tj):
+			c.taken = cmp.Or(c.taken, nameTaken(tj, "Secret", &live))
+			ok = false
+			continue
+		case apierrors.IsNotFound(err):
+			secret := want.Secret.DeepCopy()
+			if secret.Data, err = want.Generate(); err == nil {
+				err = r.client.Create(ctx, secret)
+			}
+			if apierrors.IsAlreadyExists(err) {
+				// Made since it was read; looked at again next time.
+				err = fmt.Errorf("it was created by someone else meanwhile")
+			}
+		}
+		if err != nil {
+			c.failed("Secret", want.Secret, err)
 			ok = false
 		}
 	}
