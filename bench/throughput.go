@@ -81,6 +81,7 @@ type rateStep struct {
 
 type throughputResult struct {
 	Nodes        int        `json:"nodesPerTrainJob"`
+	Runtime      string     `json:"runtime"`
 	PodsRun      string     `json:"podsRun"`
 	Goal         string     `json:"goal"`
 	Steps        []rateStep `json:"steps"`
@@ -94,12 +95,12 @@ type throughputResult struct {
 // sustained with every Pod running within 5s (p99) and nothing left behind,
 // and the API requests of a TrainJob's life next to a batch Job's.
 func (b *bench) throughput(ctx context.Context) (any, error) {
-	b.logf("B3 throughput: TrainJobs of %d nodes, Pods running %s, TTL 0, at %v per second, %s each", throughputNodes, throughputRun, b.c.rates, b.c.window)
+	b.logf("B3 throughput: TrainJobs of %d nodes on %s, Pods running %s, TTL 0, at %v per second, %s each", throughputNodes, b.c.runtime, throughputRun, b.c.rates, b.c.window)
 	maxObjs := int(slices.Max(b.c.rates)*b.c.window.Seconds()) * throughputNodes
 	if err := b.ensureNodes(ctx, maxObjs); err != nil {
 		return nil, err
 	}
-	res := throughputResult{Nodes: throughputNodes, PodsRun: throughputRun, Goal: "p99 create → all Pods running < 5s, every TrainJob completed and deleted, nothing left"}
+	res := throughputResult{Nodes: throughputNodes, Runtime: b.c.runtime, PodsRun: throughputRun, Goal: "p99 create → all Pods running < 5s, every TrainJob completed and deleted, nothing left"}
 	for _, rate := range b.c.rates {
 		s, err := b.rateStep(ctx, ours, rate)
 		if err != nil {
@@ -135,7 +136,7 @@ func (b *bench) throughput(ctx context.Context) (any, error) {
 		}
 	}
 
-	fmt.Fprintf(b.out, "\nB3 throughput: TrainJobs of %d nodes, Pods run %s, TTL 0; goal p99 create→running < %s\n", throughputNodes, throughputRun, runningGoal)
+	fmt.Fprintf(b.out, "\nB3 throughput: TrainJobs of %d nodes on %s, Pods run %s, TTL 0; goal p99 create→running < %s\n", throughputNodes, b.c.runtime, throughputRun, runningGoal)
 	fmt.Fprintf(b.out, "%-26s %-8s %-9s %-10s %-34s %-9s %-6s %-10s %s\n", "controller", "rate/s", "created", "completed", "create → all Pods running", "drain", "left", "sustained", "cores used: kube-apiserver, all")
 	var pts []series
 	line := map[string]plotter.XYs{}
@@ -252,8 +253,8 @@ func (b *bench) rateStep(ctx context.Context, side string, rate float64) (rateSt
 			})
 		list = func() client.ObjectList { return &trainer.TrainJobList{} }
 		newObj = func(i int) client.Object {
-			return utiltesting.MakeTrainJob(fmt.Sprintf("tj-%05d", i), ns).NumNodes(throughputNodes).
-				Command("torchrun", "train.py").Annotation(completeAt, throughputRun).TTL(0).Obj()
+			return utiltesting.MakeTrainJob(fmt.Sprintf("tj-%05d", i), ns).RuntimeRef(trainer.ClusterTrainingRuntimeKind, b.c.runtime).
+				NumNodes(throughputNodes).Command("torchrun", "train.py").Annotation(completeAt, throughputRun).TTL(0).Obj()
 		}
 	default:
 		tr = newPodTracker(func(p *corev1.Pod) string { return p.Labels[batchv1.JobNameLabel] },

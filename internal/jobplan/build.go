@@ -30,6 +30,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
@@ -93,6 +94,9 @@ type Plan struct {
 	// before the Jobs whose Pods mount them.
 	ConfigMaps []*corev1.ConfigMap
 	Secrets    []GeneratedSecret
+	// PodGroup is the PodGroup of the runtime's podGroupPolicy, created
+	// before the Jobs; nil without one.
+	PodGroup *unstructured.Unstructured
 }
 
 // GeneratedSecret is a Secret whose data is made when it is created, once:
@@ -230,6 +234,7 @@ func Build(trainJob *trainer.TrainJob, rt Runtime) (*Plan, error) {
 	if trainerReady || !policy.SetsUpTrainer() {
 		errs = append(errs, policy.Apply(in, plan)...)
 	}
+	applyPodGroupPolicy(trainJob, rt.Spec, plan)
 	initErrs, initWarnings := applyInitializers(trainJob, rt, plan)
 	errs, plan.Warnings = append(errs, initErrs...), initWarnings
 	var claimErrs field.ErrorList

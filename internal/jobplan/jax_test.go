@@ -24,8 +24,9 @@ import (
 	utiltesting "github.com/trainjob-operator/trainjob-operator/internal/util/testing"
 )
 
-// frameworkRuntime has the shape of Kubeflow v2.3's jax-distributed and
-// xgboost-distributed runtimes: one trainer step, node, with policy.
+// frameworkRuntime has the shape of Kubeflow v2.3's jax-distributed,
+// xgboost-distributed and flux-distributed runtimes: one trainer step,
+// node, with policy.
 func frameworkRuntime(name, policy string) string {
 	return `
 metadata:

@@ -29,7 +29,7 @@ import (
 // other and run, the environment, ports, volumes and init containers of the
 // trainer step, and children of their own (Secrets, ConfigMaps) when they
 // need some. Each lives in a file of its own (torch.go, mpi.go, jax.go,
-// xgboost.go, plain.go); Build runs the one the runtime selects, after the
+// xgboost.go, flux.go, plain.go); Build runs the one the runtime selects, after the
 // TrainJob's trainer overrides.
 type MLPolicy interface {
 	// Name is the policy's field in mlPolicy.
@@ -89,7 +89,7 @@ func podCounts(policy MLPolicy, spec *trainer.TrainingRuntimeSpec, trainerStep i
 
 // policies are the ML policies, asked in order; plain, which asks for
 // nothing, comes last and is selected when no other is.
-var policies = []MLPolicy{torchPolicy{}, mpiPolicy{}, jaxPolicy{}, xgboostPolicy{}, plainPolicy{}}
+var policies = []MLPolicy{torchPolicy{}, mpiPolicy{}, jaxPolicy{}, xgboostPolicy{}, fluxPolicy{}, plainPolicy{}}
 
 // policyOf is the ML policy a runtime selects.
 func policyOf(spec *trainer.TrainingRuntimeSpec) MLPolicy {

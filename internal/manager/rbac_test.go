@@ -87,6 +87,9 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 		// The MPI hostfiles, created, read back by name and brought up
 		// to date; never listed or watched.
 		"/configmaps": {"get", "create", "update"},
+		// The PodGroups of podGroupPolicy, likewise.
+		"scheduling.x-k8s.io/podgroups":   {"get", "create", "update"},
+		"scheduling.volcano.sh/podgroups": {"get", "create", "update"},
 		// delete: a finished TrainJob's headless Service.
 		"/services":                                 {"get", "list", "watch", "create", "delete"},
 		"events.k8s.io/events":                      {"create", "patch", "update"},

@@ -429,3 +429,99 @@ spec:
 	}
 	waitCondition(t, ns, "lora", trainer.TrainJobComplete, trainer.TrainJobJobsCompletedReason)
 }
+
+// Flux, on Kubeflow v2.3's flux-distributed example runtime and its LAMMPS
+// TrainJob: each node Pod installs Flux from the view image in an init
+// container and runs the TrainJob's command through the Flux entrypoint;
+// the host list names every node Pod as its host name, under the Service
+// the brokers connect through; the brokers' certificate is the
+// TrainJob's.
+func TestFluxRuntime(t *testing.T) {
+	ns := newNamespace(t)
+	applyYAML(t, "default", `
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: ClusterTrainingRuntime
+metadata:
+  name: flux-distributed
+  labels:
+    trainer.kubeflow.org/framework: flux
+spec:
+  mlPolicy:
+    numNodes: 1
+    flux: {}
+  template:
+    spec:
+      replicatedJobs:
+        - name: node
+          template:
+            metadata:
+              labels:
+                trainer.kubeflow.org/trainjob-ancestor-step: trainer
+            spec:
+              template:
+                spec:
+                  containers:
+                    - name: node
+                      image: ubuntu:jammy
+`)
+	t.Cleanup(func() { _, _ = kubectl("delete", "clustertrainingruntime", "flux-distributed", "--ignore-not-found") })
+	applyYAML(t, ns, fmt.Sprintf(`
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata:
+  name: lammps-flux
+  annotations: {%s: 6s}
+spec:
+  runtimeRef:
+    name: flux-distributed
+  trainer:
+    numNodes: 2
+    numProcPerNode: 4
+    image: ghcr.io/converged-computing/metric-lammps:latest
+    command: ["lmp", "-v", "x", "4", "-v", "y", "4", "-v", "z", "4", "-in", "in.reaxc.hns", "-nocite"]
+    env:
+     - name: FLUX_VIEW_IMAGE
+       value: ghcr.io/converged-computing/flux-view-ubuntu:tag-jammy
+`, runFor))
+	running := waitRunning(t, ns, "lammps-flux", 2)
+	var hostnames []string
+	for i := range running {
+		p := &running[i]
+		hostnames = append(hostnames, p.Spec.Hostname)
+		c := nodeContainer(t, p)
+		if want := []string{"/bin/bash", "/etc/flux-config/entrypoint.sh", "lmp -v x 4 -v y 4 -v z 4 -in in.reaxc.hns -nocite"}; !slices.Equal(c.Command, want) {
+			t.Errorf("Pod %s command %q, want %q", p.Name, c.Command, want)
+		}
+		if len(p.Spec.InitContainers) != 1 || p.Spec.InitContainers[0].Image != "ghcr.io/converged-computing/flux-view-ubuntu:tag-jammy" {
+			t.Errorf("Pod %s init containers %v, want flux-installer of the TrainJob's view image", p.Name, p.Spec.InitContainers)
+		}
+		if p.Spec.Subdomain != "lammps-flux" {
+			t.Errorf("Pod %s subdomain %q", p.Name, p.Spec.Subdomain)
+		}
+	}
+	sort.Strings(hostnames)
+	if want := []string{"lammps-flux-node-0-0", "lammps-flux-node-0-1"}; !slices.Equal(hostnames, want) {
+		t.Errorf("host names %v, want %v: what the host list lammps-flux-node-0-[0-1] names", hostnames, want)
+	}
+	var scripts corev1.ConfigMap
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "lammps-flux-flux-entrypoint"}, &scripts); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`{ host = "lammps-flux-node-0-[0-1]" }`, fmt.Sprintf(`default_connect = "tcp://%%h.lammps-flux.%s.svc.cluster.local:%%p"`, ns)} {
+		if !strings.Contains(scripts.Data["init.sh"], want) {
+			t.Errorf("the broker configuration lacks %s", want)
+		}
+	}
+	if !strings.Contains(scripts.Data["entrypoint.sh"], "FLUX_RUN_FLAGS='-N 2 -n 8'") {
+		t.Error("the entrypoint does not run 8 tasks on 2 nodes")
+	}
+	var cert corev1.Secret
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "lammps-flux-flux-curve"}, &cert); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(cert.Data["curve.cert"]), "secret-key = ") {
+		t.Errorf("curve.cert:\n%s", cert.Data["curve.cert"])
+	}
+	waitPublished(t, ns, "lammps-flux", []string{"lammps-flux-node-0-0.lammps-flux", "lammps-flux-node-0-1.lammps-flux"})
+	waitCondition(t, ns, "lammps-flux", trainer.TrainJobComplete, trainer.TrainJobJobsCompletedReason)
+}

@@ -180,9 +180,9 @@ func TestSchemaRejectsWhatItCannotRun(t *testing.T) {
 			manifest: strings.Replace(trainJob(""), "name: bad", "name: Bad", 1),
 			want:     []string{"metadata.name", "RFC 1035"},
 		},
-		"Flux policy": {
-			manifest: runtime("  mlPolicy:\n    flux:\n      numProcPerNode: 1\n" + nodeJob),
-			want:     []string{"spec.mlPolicy.flux", "not supported"},
+		"Flux with no process per node": {
+			manifest: runtime("  mlPolicy:\n    flux:\n      numProcPerNode: 0\n" + nodeJob),
+			want:     []string{"spec.mlPolicy.flux.numProcPerNode", "must be >= 1"},
 		},
 		"two ML policies": {
 			manifest: runtime("  mlPolicy:\n    jax: {}\n    xgboost: {}\n" + nodeJob),
@@ -192,9 +192,9 @@ func TestSchemaRejectsWhatItCannotRun(t *testing.T) {
 			manifest: runtime("  mlPolicy:\n    torch:\n      elasticPolicy:\n        maxNodes: 4\n" + nodeJob),
 			want:     []string{"spec.mlPolicy.torch.elasticPolicy", "not supported"},
 		},
-		"gang scheduling": {
-			manifest: runtime("  podGroupPolicy:\n    coscheduling: {}\n" + nodeJob),
-			want:     []string{"spec.podGroupPolicy", "not supported"},
+		"two gang schedulers": {
+			manifest: runtime("  podGroupPolicy:\n    coscheduling: {}\n    volcano: {}\n" + nodeJob),
+			want:     []string{"spec.podGroupPolicy", "only one of coscheduling and volcano"},
 		},
 		"dependsOn on the first replicated Job": {
 			manifest: runtime(nodeJob + "        dependsOn:\n        - name: init\n          status: Complete\n"),

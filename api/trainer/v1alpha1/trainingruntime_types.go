@@ -84,8 +84,6 @@ type TrainingRuntimeList struct {
 
 // TrainingRuntimeSpec describes how a TrainJob runs: the ML policy and the
 // template of the Jobs to create.
-//
-// +kubebuilder:validation:XValidation:rule="!has(self.podGroupPolicy)",fieldPath=".podGroupPolicy",message="podGroupPolicy (gang scheduling) is not supported by trainjob-operator yet"
 type TrainingRuntimeSpec struct {
 	// mlPolicy holds the ML-specific parameters of the runtime.
 	// +optional
@@ -107,7 +105,6 @@ type TrainingRuntimeSpec struct {
 // framework environment is injected.
 //
 // +kubebuilder:validation:XValidation:rule="[has(self.torch), has(self.mpi), has(self.jax), has(self.xgboost), has(self.flux)].filter(x, x).size() <= 1",message="only one of the policies torch, mpi, jax, xgboost and flux can be set"
-// +kubebuilder:validation:XValidation:rule="!has(self.flux)",fieldPath=".flux",message="the Flux policy is not supported by trainjob-operator yet; use torch, mpi, jax, xgboost or no policy"
 type MLPolicy struct {
 	// numNodes is the default number of training nodes. Defaults to 1.
 	// +kubebuilder:validation:Minimum=1
@@ -126,7 +123,8 @@ type MLPolicy struct {
 	// +optional
 	MPI *MPIMLPolicySource `json:"mpi,omitempty"`
 
-	// flux configures the Flux framework. Not supported yet.
+	// flux configures the Flux framework: every node runs a Flux broker,
+	// and node 0 runs the trainer's command with flux run over them.
 	// +optional
 	Flux *FluxMLPolicySource `json:"flux,omitempty"`
 

@@ -73,6 +73,10 @@ const (
 	// and the others, in a way that no longer gives the replicated Jobs the
 	// TrainJob started with.
 	TrainJobRuntimeChangedReason = "RuntimeChanged"
+	// TrainJobPodGroupUnavailableReason is the Created=False reason when
+	// the runtime's podGroupPolicy asks for a PodGroup whose CRD is not
+	// installed. The TrainJob starts once it is.
+	TrainJobPodGroupUnavailableReason = "PodGroupUnavailable"
 
 	// TrainJobSuspendedReason is the Suspended=True reason.
 	TrainJobSuspendedReason = "Suspended"

@@ -30,7 +30,9 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -156,6 +158,7 @@ type creation struct {
 	claims     []*corev1.PersistentVolumeClaim
 	configMaps []*corev1.ConfigMap
 	secrets    []jobplan.GeneratedSecret
+	podGroup   *unstructured.Unstructured
 	// startable are the replicated Jobs whose dependencies are reached: the
 	// waiting ones stop waiting once their Jobs are all created. waitingFor
 	// says, for the others, what they wait for. blockedSteps are those one
@@ -168,8 +171,10 @@ type creation struct {
 	service   bool
 	serviceOf *trainer.TrainJob
 
-	// taken is the Created=False condition of a child name held by a Job
-	// this TrainJob does not own, found before or on creating it.
+	// taken is the Created=False condition of a child that cannot be
+	// made: its name is held by an object this TrainJob does not own,
+	// found before or on creating it, or its kind (a PodGroup's) is not
+	// installed.
 	taken *metav1.Condition
 	// foreignService is the Service of the TrainJob's name when it is not
 	// the TrainJob's.
@@ -258,7 +263,7 @@ func planCreation(tj *trainer.TrainJob, obs *observed, restarting bool) *creatio
 		c.jobs = append(c.jobs, job)
 	}
 	if len(c.jobs) > 0 {
-		c.claims, c.configMaps, c.secrets = obs.plan.Claims, obs.plan.ConfigMaps, obs.plan.Secrets
+		c.claims, c.configMaps, c.secrets, c.podGroup = obs.plan.Claims, obs.plan.ConfigMaps, obs.plan.Secrets, obs.plan.PodGroup
 	}
 	return c
 }
@@ -274,9 +279,18 @@ func (r *Reconciler) create(ctx context.Context, tj *trainer.TrainJob, c *creati
 			c.foreignService = foreign
 		}
 	}
-	if !r.createClaims(ctx, tj, c) || !r.createMounted(ctx, tj, c) {
-		// Without their claims, ConfigMaps and Secrets, the Jobs' Pods
-		// would not start.
+	podGroupMade := true
+	if c.podGroup != nil {
+		blocked, err := r.ensurePodGroup(ctx, tj, c.podGroup)
+		if err != nil {
+			c.errs = append(c.errs, err)
+		}
+		c.taken = cmp.Or(c.taken, blocked)
+		podGroupMade = err == nil && blocked == nil
+	}
+	if !podGroupMade || !r.createClaims(ctx, tj, c) || !r.createMounted(ctx, tj, c) {
+		// Without their PodGroup, claims, ConfigMaps and Secrets, the
+		// Jobs' Pods would not start.
 		for _, job := range c.jobs {
 			c.blockedSteps[job.Labels[trainer.ReplicatedJobNameLabel]] = true
 		}
@@ -538,6 +552,48 @@ func (r *Reconciler) createMounted(ctx context.Context, tj *trainer.TrainJob, c 
 		}
 	}
 	return ok
+}
+
+// ensurePodGroup makes sure the PodGroup of the runtime's podGroupPolicy
+// exists, is the TrainJob's and has the spec want gives it: created, or
+// brought up to date (while the TrainJob is suspended, what Kueue or the
+// TrainJob changed). It is read by name, not watched. It returns the
+// Created=False condition of a PodGroup that cannot be made: its CRD is not
+// installed, or its name is someone else's.
+func (r *Reconciler) ensurePodGroup(ctx context.Context, tj *trainer.TrainJob, want *unstructured.Unstructured) (*metav1.Condition, error) {
+	gvk := want.GroupVersionKind()
+	if _, err := r.client.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
+		if !meta.IsNoMatchError(err) {
+			return nil, fmt.Errorf("looking up the PodGroup kind %s: %w", gvk, err)
+		}
+		return &metav1.Condition{
+			Type: trainer.TrainJobCreated, Status: metav1.ConditionFalse, Reason: trainer.TrainJobPodGroupUnavailableReason,
+			Message: fmt.Sprintf("The podGroupPolicy of %s %s asks for gang scheduling, but the API server has no %s of %s: install the gang scheduler and its CRDs, or use a runtime without podGroupPolicy. The TrainJob starts once it is installed",
+				jobplan.KindOf(tj), tj.Spec.RuntimeRef.Name, gvk.Kind, gvk.GroupVersion()),
+		}, nil
+	}
+	live := &unstructured.Unstructured{}
+	live.SetGroupVersionKind(gvk)
+	err := r.apiReader.Get(ctx, client.ObjectKeyFromObject(want), live)
+	switch {
+	case apierrors.IsNotFound(err):
+		err = r.client.Create(ctx, want.DeepCopy())
+	case err != nil:
+	case !metav1.IsControlledBy(live, tj):
+		return nameTaken(tj, "PodGroup", live), nil
+	case !jobplan.SamePodGroup(live, want):
+		spec, _, _ := unstructured.NestedMap(live.Object, "spec")
+		if spec == nil {
+			spec = map[string]any{}
+		}
+		maps.Copy(spec, want.Object["spec"].(map[string]any))
+		live.Object["spec"] = spec
+		err = r.client.Update(ctx, live)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("making PodGroup %s: %w", klog.KObj(want), err)
+	}
+	return nil, nil
 }
 
 // createService creates the headless Service that gives the Pods their DNS

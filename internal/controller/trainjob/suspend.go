@@ -64,12 +64,14 @@ import (
 // stopping is resumed later, when its change brings the TrainJob back. plan
 // is nil when the runtime could not be read or the TrainJob can no longer be
 // built on it: a TrainJob without changes to its runtime resumes as it is,
-// one with them waits.
+// one with them waits. The PodGroup of a runtime's podGroupPolicy is brought
+// up to date before the first child resumes.
 func (r *Reconciler) followSuspend(ctx context.Context, tj *trainer.TrainJob, children []child, plan *jobplan.Plan) error {
 	want := ptr.Deref(tj.Spec.Suspend, false)
 	patched := len(tj.Spec.RuntimePatches) > 0 || len(tj.Spec.PodTemplateOverrides) > 0 || len(tj.Spec.PodSpecOverrides) > 0
 	var counted *trainer.TrainJobStatus
 	var errs []error
+	podGroupChecked := false
 	for _, c := range children {
 		if o, _ := jobOutcome(c.job); o != running || c.job.DeletionTimestamp != nil || ptr.Deref(c.job.Spec.Suspend, false) == want {
 			continue
@@ -87,6 +89,18 @@ func (r *Reconciler) followSuspend(ctx context.Context, tj *trainer.TrainJob, ch
 			}
 			if ok, _ := reached(counted, step.DependsOn); !ok {
 				continue
+			}
+		}
+		if !podGroupChecked && plan != nil && plan.PodGroup != nil {
+			// The PodGroup first, as it is now: the Pods about to be
+			// created are scheduled by it.
+			podGroupChecked = true
+			blocked, err := r.ensurePodGroup(ctx, tj, plan.PodGroup)
+			if err == nil && blocked != nil {
+				err = fmt.Errorf("resuming: %s", blocked.Message)
+			}
+			if err != nil {
+				return err
 			}
 		}
 		desired := plannedJob(plan, c.job.Name)

@@ -177,6 +177,7 @@ func NewReconciler(c client.Client, apiReader client.Reader, recorder events.Eve
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;create
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;create;update
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create
+// +kubebuilder:rbac:groups=scheduling.x-k8s.io;scheduling.volcano.sh,resources=podgroups,verbs=get;create;update
 // +kubebuilder:rbac:groups=batch,resources=jobs/status,verbs=patch
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch;update
