@@ -508,20 +508,22 @@ func (r *Reconciler) createClaims(ctx context.Context, tj *trainer.TrainJob, c *
 func (r *Reconciler) createMounted(ctx context.Context, tj *trainer.TrainJob, c *creation) bool {
 	ok := true
 	for _, want := range c.configMaps {
-		err := r.client.Create(ctx, want.DeepCopy())
-		if apierrors.IsAlreadyExists(err) {
-			var live corev1.ConfigMap
-			if err = r.apiReader.Get(ctx, client.ObjectKeyFromObject(want), &live); err == nil {
-				if !metav1.IsControlledBy(&live, tj) {
-					c.taken = cmp.Or(c.taken, nameTaken(tj, "ConfigMap", &live))
-					ok = false
-					continue
-				}
-				if !maps.Equal(live.Data, want.Data) {
-					live.Data = want.Data
-					err = r.client.Update(ctx, &live)
-				}
-			}
+		// Read first: a TrainJob of several stages comes here once a
+		// stage, and a read costs the API server less than a refused
+		// creation.
+		var live corev1.ConfigMap
+		err := r.apiReader.Get(ctx, client.ObjectKeyFromObject(want), &live)
+		switch {
+		case apierrors.IsNotFound(err):
+			err = r.client.Create(ctx, want.DeepCopy())
+		case err != nil:
+		case !metav1.IsControlledBy(&live, tj):
+			c.taken = cmp.Or(c.taken, nameTaken(tj, "ConfigMap", &live))
+			ok = false
+			continue
+		case !maps.Equal(live.Data, want.Data):
+			live.Data = want.Data
+			err = r.client.Update(ctx, &live)
 		}
 		if err != nil {
 			c.failed("ConfigMap", want, err)
