@@ -37,6 +37,10 @@ help: ## Show this help.
 tools: ## Build the pinned tools and control-plane binaries into bin/ (only what is missing or stale; not Kueue).
 	@hack/build-tools.sh
 
+.PHONY: coscheduler
+coscheduler: ## Build the coscheduling scheduler (hack/tools/coscheduling) into bin/; 3 to 5 minutes the first time. make test-e2e runs it.
+	@hack/build-tools.sh coscheduler
+
 .PHONY: kueue
 kueue: ## Build Kueue (hack/tools/kueue) into bin/; 9 to 16 minutes the first time. make dev KUEUE=1 and make test run it.
 	@hack/build-tools.sh kueue
@@ -75,6 +79,7 @@ verify: generate manifests ## Fail if generated files, go.mod or formatting drif
 	cd hack/tools && go mod tidy
 	cd hack/tools/golangci-lint && go mod tidy
 	cd hack/tools/kueue && GONOSUMDB=sigs.k8s.io/scheduler-library go mod tidy
+	cd hack/tools/coscheduling && go mod tidy
 	cd bench && go mod tidy
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed on:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	@git diff --exit-code -- api config go.mod go.sum hack bench/go.mod bench/go.sum || { echo; echo "Generated files or go.mod are out of date: run 'make generate manifests' and 'go mod tidy', then commit."; exit 1; }
@@ -131,7 +136,7 @@ test-integration: ## Run the integration tests on envtest (real kube-apiserver a
 	go test $(GO_TEST_FLAGS) -timeout $(INTEGRATION_TIMEOUT) ./test/integration/...
 
 .PHONY: test-e2e
-test-e2e: tools build ## Run the end-to-end tests on a local cluster of their own (real Job controller, scheduler, kwok nodes).
+test-e2e: tools build coscheduler ## Run the end-to-end tests on a local cluster of their own (real Job controller, scheduler, kwok nodes; the coscheduling scheduler for the gang test).
 	go test $(GO_TEST_FLAGS) -timeout $(E2E_TIMEOUT) ./test/e2e/...
 
 .PHONY: test-e2e-kueue

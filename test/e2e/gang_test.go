@@ -20,18 +20,22 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
+	"github.com/trainjob-operator/trainjob-operator/internal/dev"
 	"github.com/trainjob-operator/trainjob-operator/internal/jobplan"
 )
 
@@ -56,6 +60,18 @@ func coschedulingCRD(t *testing.T) string {
 	return filepath.Join(mod.Dir, "manifests", "coscheduling", "crd.yaml")
 }
 
+// installPodGroupCRD installs the scheduler-plugins' PodGroup CRD, and
+// waits until it is served.
+func installPodGroupCRD(t *testing.T) {
+	t.Helper()
+	if out, err := kubectl("apply", "--server-side", "-f", coschedulingCRD(t)); err != nil {
+		t.Fatalf("installing the PodGroup CRD: %v\n%s", err, out)
+	}
+	if out, err := kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/podgroups.scheduling.x-k8s.io"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+}
+
 func podGroup(ns, name string) (*unstructured.Unstructured, error) {
 	pg := &unstructured.Unstructured{}
 	pg.SetGroupVersionKind(jobplan.CoschedulingPodGroup)
@@ -69,6 +85,10 @@ func podGroup(ns, name string) (*unstructured.Unstructured, error) {
 // requests, and every Pod names it. A TrainJob's PodGroup follows a runtime
 // changed while it is suspended, by its resume.
 func TestCoschedulingPodGroup(t *testing.T) {
+	// Without the CRD first, whatever ran before.
+	if out, err := kubectl("delete", "--ignore-not-found", "--wait", "crd", "podgroups.scheduling.x-k8s.io"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
 	ns := newNamespace(t)
 	applyYAML(t, ns, fmt.Sprintf(`
 apiVersion: trainer.kubeflow.org/v1alpha1
@@ -140,14 +160,7 @@ spec:
 		t.Error("no Warning event PodGroupUnavailable")
 	}
 
-	crd := coschedulingCRD(t)
-	if out, err := kubectl("apply", "--server-side", "-f", crd); err != nil {
-		t.Fatalf("installing the PodGroup CRD: %v\n%s", err, out)
-	}
-	t.Cleanup(func() { _, _ = kubectl("delete", "--ignore-not-found", "-f", crd) })
-	if out, err := kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/podgroups.scheduling.x-k8s.io"); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
+	installPodGroupCRD(t)
 
 	running := waitRunning(t, ns, "gang", 3)
 	pg, err := podGroup(ns, "gang")
@@ -197,4 +210,168 @@ spec:
 		return nil
 	})
 	waitCondition(t, ns, "later", trainer.TrainJobComplete, trainer.TrainJobJobsCompletedReason)
+}
+
+// startCoscheduler runs the coscheduling scheduler (bin/coscheduler) beside
+// the cluster's kube-scheduler, as the scheduler named
+// scheduler-plugins-scheduler, until the test ends.
+func startCoscheduler(t *testing.T) {
+	t.Helper()
+	dir := t.TempDir()
+	config := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(config, []byte(fmt.Sprintf(`apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+leaderElection:
+  leaderElect: false
+clientConnection:
+  kubeconfig: %s
+profiles:
+  - schedulerName: scheduler-plugins-scheduler
+    plugins:
+      multiPoint:
+        enabled:
+          - name: Coscheduling
+      queueSort:
+        enabled:
+          - name: Coscheduling
+        disabled:
+          - name: "*"
+    pluginConfig:
+      - name: Coscheduling
+        args:
+          permitWaitingTimeSeconds: 10
+`, devOpts.Kubeconfig())), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	port, err := dev.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	logFile, err := os.Create(filepath.Join(dir, "coscheduler.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The plugin retries a gang on Pod and PodGroup events (in a full
+	// install, the scheduler-plugins controller's updates of the
+	// PodGroup's status, which does not run here); room that appears is
+	// seen when the scheduler next retries its unschedulable Pods, every 5
+	// minutes by default, 10 seconds here.
+	cmd := exec.Command(filepath.Join(repoRoot, "bin", "coscheduler"), "--config", config, "--secure-port", strconv.Itoa(port),
+		"--pod-max-in-unschedulable-pods-duration", "10s", "-v", "2")
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting the coscheduling scheduler (make coscheduler builds it): %v", err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			data, _ := os.ReadFile(logFile.Name())
+			lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+			t.Logf("coscheduler log (last lines):\n%s", strings.Join(lines[max(0, len(lines)-40):], "\n"))
+		}
+	})
+}
+
+// The gang scheduled whole by the real coscheduling scheduler: a TrainJob
+// of 3 nodes, on a pool with room for 2 Pods, binds none (a scheduler
+// without gangs would bind 2 and leave the third waiting, holding their
+// GPUs); once room for the third appears, all 3 bind and it runs to
+// Complete.
+func TestGangScheduledWhole(t *testing.T) {
+	installPodGroupCRD(t)
+	startCoscheduler(t)
+	ns := newNamespace(t)
+	// The pool: nodes that only this test's Pods tolerate, one slot each.
+	slot := corev1.ResourceName("example.com/gang-slot")
+	addNode := func(name string) {
+		node := dev.SimulatedNode(name, corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("16Gi"), corev1.ResourcePods: resource.MustParse("10"), slot: resource.MustParse("1")})
+		node.Labels["pool"] = "gang"
+		node.Spec.Taints = []corev1.Taint{{Key: "pool", Value: "gang", Effect: corev1.TaintEffectNoSchedule}}
+		create(t, node)
+		t.Cleanup(func() { _ = k8s.Delete(context.Background(), node) })
+	}
+	addNode(ns + "-a")
+	addNode(ns + "-b")
+
+	applyYAML(t, ns, fmt.Sprintf(`
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainingRuntime
+metadata:
+  name: torch-gang
+spec:
+  mlPolicy:
+    numNodes: 1
+    torch: {}
+  podGroupPolicy:
+    coscheduling:
+      scheduleTimeoutSeconds: 60
+  template:
+    spec:
+      replicatedJobs:
+        - name: node
+          template:
+            metadata:
+              labels:
+                trainer.kubeflow.org/trainjob-ancestor-step: trainer
+            spec:
+              template:
+                metadata:
+                  annotations: {%s: 5s}
+                spec:
+                  schedulerName: scheduler-plugins-scheduler
+                  nodeSelector: {pool: gang}
+                  tolerations: [{key: pool, operator: Equal, value: gang, effect: NoSchedule}]
+                  containers:
+                    - name: node
+                      image: pytorch/pytorch
+                      resources:
+                        limits: {%s: 1}
+---
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata:
+  name: gang
+spec:
+  runtimeRef:
+    kind: TrainingRuntime
+    name: torch-gang
+  trainer:
+    numNodes: 3
+    command: [torchrun, train.py]
+`, runFor, slot))
+
+	bound := func() (int, error) {
+		var list corev1.PodList
+		if err := k8s.List(context.Background(), &list, client.InNamespace(ns), client.MatchingLabels{trainer.TrainJobNameLabel: "gang"}); err != nil {
+			return 0, err
+		}
+		n := 0
+		for _, p := range list.Items {
+			if p.Spec.NodeName != "" {
+				n++
+			}
+		}
+		if len(list.Items) != 3 {
+			return n, fmt.Errorf("%d Pods, want 3", len(list.Items))
+		}
+		return n, nil
+	}
+	eventually(t, "the 3 Pods to be made", func() error { _, err := bound(); return err })
+	consistently(t, 15*time.Second, "no Pod of the gang to bind while only 2 fit", func() error {
+		n, err := bound()
+		if err == nil && n > 0 {
+			return fmt.Errorf("%d Pods bound", n)
+		}
+		return err
+	})
+	addNode(ns + "-c")
+	eventually(t, "the whole gang to bind once 3 fit", func() error {
+		n, err := bound()
+		if err == nil && n != 3 {
+			return fmt.Errorf("%d Pods bound", n)
+		}
+		return err
+	})
+	waitCondition(t, ns, "gang", trainer.TrainJobComplete, trainer.TrainJobJobsCompletedReason)
 }
