@@ -80,6 +80,7 @@ verify: generate manifests ## Fail if generated files, go.mod or formatting drif
 	cd hack/tools/golangci-lint && go mod tidy
 	cd hack/tools/kueue && GONOSUMDB=sigs.k8s.io/scheduler-library go mod tidy
 	cd hack/tools/coscheduling && go mod tidy
+	cd hack/tools/volcano && go mod tidy
 	cd bench && go mod tidy
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed on:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	@git diff --exit-code -- api config go.mod go.sum hack bench/go.mod bench/go.sum || { echo; echo "Generated files or go.mod are out of date: run 'make generate manifests' and 'go mod tidy', then commit."; exit 1; }
@@ -99,14 +100,19 @@ build: ## Build the manager, trainctl and the local cluster's trainjob-dev into 
 # manager, building it first if needed: see docs/kueue.md.
 KUEUE ?=
 DEV_KUEUE := $(if $(filter 1 true yes,$(KUEUE)),kueue)
+# COSCHEDULING=1 also runs the coscheduling scheduler of the Kubernetes
+# scheduler-plugins beside kube-scheduler, building it first if needed.
+COSCHEDULING ?=
+DEV_COSCHEDULER := $(if $(filter 1 true yes,$(COSCHEDULING)),coscheduler)
+DEV_FLAGS := $(if $(DEV_KUEUE),--kueue) $(if $(DEV_COSCHEDULER),--coscheduler)
 
 .PHONY: dev
-dev: tools build $(DEV_KUEUE) ## Run the product on a local control plane, apply the samples and show their lifecycles; Ctrl-C tears down (KUEUE=1: with Kueue).
-	$(BIN)/trainjob-dev run $(if $(DEV_KUEUE),--kueue)
+dev: tools build $(DEV_KUEUE) $(DEV_COSCHEDULER) ## Run the product on a local control plane, apply the samples and show their lifecycles; Ctrl-C tears down (KUEUE=1: with Kueue; COSCHEDULING=1: with a gang scheduler).
+	$(BIN)/trainjob-dev run $(DEV_FLAGS)
 
 .PHONY: dev-up
-dev-up: tools build $(DEV_KUEUE) ## Bring the local cluster and the manager up and leave them running (kubeconfig: .dev/kubeconfig; KUEUE=1: with Kueue).
-	$(BIN)/trainjob-dev up $(if $(DEV_KUEUE),--kueue)
+dev-up: tools build $(DEV_KUEUE) $(DEV_COSCHEDULER) ## Bring the local cluster and the manager up and leave them running (kubeconfig: .dev/kubeconfig; KUEUE=1: with Kueue; COSCHEDULING=1: with a gang scheduler).
+	$(BIN)/trainjob-dev up $(DEV_FLAGS)
 
 .PHONY: dev-down
 dev-down: ## Stop the manager (and Kueue) and delete the local cluster.

@@ -78,6 +78,10 @@ type Options struct {
 	// kueue`, with its TrainJob integration on (see kueue.go), and taints
 	// half of the nodes (PoolLabel).
 	Kueue bool
+	// Coscheduler also runs the coscheduling scheduler, built into BinDir
+	// by `hack/build-tools.sh coscheduler`, beside kube-scheduler (see
+	// coscheduler.go).
+	Coscheduler bool
 	// KueuePodsReadyTimeout is Kueue's waitForPodsReady timeout; Kueue's
 	// default (30 minutes) if zero.
 	KueuePodsReadyTimeout time.Duration
@@ -130,6 +134,9 @@ type state struct {
 	KueueWebhookPort int `json:"kueueWebhookPort,omitempty"`
 	KueueHealthPort  int `json:"kueueHealthPort,omitempty"`
 	KueuePID         int `json:"kueuePID,omitempty"`
+	// The coscheduling scheduler's, with Options.Coscheduler.
+	CoschedulerPort int `json:"coschedulerPort,omitempty"`
+	CoschedulerPID  int `json:"coschedulerPID,omitempty"`
 }
 
 // Namespace the manager's objects go to.
@@ -168,6 +175,11 @@ func Up(ctx context.Context, o Options) error {
 	if o.Kueue {
 		if _, err := os.Stat(filepath.Join(o.BinDir, "kueue")); err != nil {
 			return fmt.Errorf("kueue is missing from %s: run 'hack/build-tools.sh kueue' first (make dev KUEUE=1 does)", o.BinDir)
+		}
+	}
+	if o.Coscheduler {
+		if _, err := os.Stat(filepath.Join(o.BinDir, "coscheduler")); err != nil {
+			return fmt.Errorf("coscheduler is missing from %s: run 'make coscheduler' first (make dev COSCHEDULING=1 does)", o.BinDir)
 		}
 	}
 	if err := os.MkdirAll(o.WorkDir, 0o755); err != nil {
@@ -233,6 +245,11 @@ func Up(ctx context.Context, o Options) error {
 			return err
 		}
 	}
+	if o.Coscheduler {
+		if err := EnsureCoscheduler(ctx, o); err != nil {
+			return err
+		}
+	}
 	step(o, "ready in %s: export KUBECONFIG=%s", time.Since(start).Round(100*time.Millisecond), o.Kubeconfig())
 	return nil
 }
@@ -264,6 +281,7 @@ func Down(ctx context.Context, o Options) error {
 		step(o, "stopping Kueue (pid %d)", pid)
 		errs = append(errs, stopProcess(pid))
 	}
+	errs = append(errs, stopCoscheduler(o, st))
 	if exists, err := kwokClusterExists(ctx, o); err != nil {
 		errs = append(errs, err)
 	} else if exists {

@@ -55,6 +55,13 @@ bin/kueue by 'hack/build-tools.sh kueue', with its TrainJob integration on;
 run also applies config/samples/kueue: a ResourceFlavor, a ClusterQueue, a
 LocalQueue and TrainJobs queued in it. See docs/kueue.md.
 
+With --coscheduler (make dev COSCHEDULING=1), the coscheduling scheduler of
+the Kubernetes scheduler-plugins runs beside kube-scheduler, built into
+bin/coscheduler by 'make coscheduler', with its PodGroup CRD installed: the
+gang scheduler of a runtime's podGroupPolicy coscheduling. Pods name it with
+schedulerName: scheduler-plugins-scheduler. run also applies
+config/samples/gang. See docs/compatibility.md#gang-scheduling.
+
 The kubeconfig is written to .dev/kubeconfig.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -66,6 +73,7 @@ The kubeconfig is written to .dev/kubeconfig.`,
 	f.IntVar(&o.Nodes, "nodes", 4, "Simulated nodes to create")
 	f.StringVar(&o.Name, "cluster-name", "trainjob-dev", "Name of the local cluster")
 	f.BoolVar(&o.Kueue, "kueue", false, "Also run Kueue (bin/kueue) with its TrainJob integration, and apply config/samples/kueue")
+	f.BoolVar(&o.Coscheduler, "coscheduler", false, "Also run the coscheduling scheduler (bin/coscheduler) with the PodGroup CRD, and apply config/samples/gang")
 
 	options := func() (Options, error) {
 		root, err := filepath.Abs(o.Root)
@@ -135,6 +143,9 @@ func runLive(parent context.Context, out io.Writer, o Options) (err error) {
 	if o.Kueue {
 		samples = append(samples, filepath.Join(o.Root, "config", "samples", "kueue"))
 	}
+	if o.Coscheduler {
+		samples = append(samples, filepath.Join(o.Root, "config", "samples", "gang"))
+	}
 	for _, dir := range samples {
 		fmt.Fprintf(out, "dev: applying the samples in %s\n", dir)
 		apply := exec.CommandContext(ctx, filepath.Join(o.BinDir, "kubectl"), "--kubeconfig", o.Kubeconfig(), "apply", "-n", "default", "-f", dir)
@@ -145,6 +156,9 @@ func runLive(parent context.Context, out io.Writer, o Options) (err error) {
 	fmt.Fprintf(out, "dev: watching; in another terminal: export KUBECONFIG=%s; bin/trainctl get; bin/trainctl describe NAME\n", o.Kubeconfig())
 	if o.Kueue {
 		fmt.Fprintf(out, "dev: Kueue's side: bin/kubectl get clusterqueues,localqueues,workloads -A (Kueue logs to %s)\n", o.KueueLog())
+	}
+	if o.Coscheduler {
+		fmt.Fprintf(out, "dev: the gangs: bin/kubectl get podgroups.scheduling.x-k8s.io -A (the coscheduling scheduler logs to %s)\n", o.CoschedulerLog())
 	}
 	fmt.Fprintln(out, "dev: press Ctrl-C to stop and tear everything down")
 

@@ -253,7 +253,7 @@ func ensureKueue(ctx context.Context, cl client.Client, o Options, st *state) er
 		}
 		st.KueuePID = pid
 		step(o, "started Kueue (pid %d), logging to %s", pid, o.KueueLog())
-		if err := waitReady(ctx, "Kueue", st.KueueHealthPort, o.KueueLog(), exited); err != nil {
+		if err := waitReady(ctx, "Kueue", func() error { return ready(st.KueueHealthPort) }, o.KueueLog(), exited); err != nil {
 			return err
 		}
 	}

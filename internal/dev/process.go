@@ -18,6 +18,7 @@ package dev
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/http"
@@ -119,15 +120,15 @@ func startDetached(name, bin string, args []string, logPath string) (pid int, ex
 // waitReady waits up to a minute until the manager answers ready on its
 // health port, and fails at once if it exits.
 func (m managerProcess) waitReady(ctx context.Context, exited <-chan struct{}) error {
-	return waitReady(ctx, m.name, m.healthPort, m.logPath, exited)
+	return waitReady(ctx, m.name, func() error { return ready(m.healthPort) }, m.logPath, exited)
 }
 
-// waitReady waits up to a minute until the process name answers ready on
-// 127.0.0.1:port/readyz, and fails at once if it exits (closes exited).
-func waitReady(ctx context.Context, name string, port int, logPath string, exited <-chan struct{}) error {
+// waitReady waits up to a minute until the process name answers ready (probe
+// returns nil), and fails at once if it exits (closes exited).
+func waitReady(ctx context.Context, name string, probe func() error, logPath string, exited <-chan struct{}) error {
 	deadline := time.Now().Add(time.Minute)
 	for {
-		err := ready(port)
+		err := probe()
 		if err == nil {
 			return nil
 		}
@@ -167,8 +168,23 @@ func choosePorts(st *state) error {
 	return nil
 }
 
+// ready asks http://127.0.0.1:port/readyz.
 func ready(port int) error {
-	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", port))
+	return readyAt(http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/readyz", port))
+}
+
+// loopbackTLS is a client of the components on this machine that serve
+// HTTPS with a certificate they make for themselves at start, which
+// nothing here can verify.
+var loopbackTLS = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // loopback only, readiness only
+
+// readySecure asks https://127.0.0.1:port/readyz.
+func readySecure(port int) error {
+	return readyAt(loopbackTLS, fmt.Sprintf("https://127.0.0.1:%d/readyz", port))
+}
+
+func readyAt(c *http.Client, url string) error {
+	resp, err := c.Get(url)
 	if err != nil {
 		return err
 	}

@@ -234,7 +234,7 @@ func Build(trainJob *trainer.TrainJob, rt Runtime) (*Plan, error) {
 	if trainerReady || !policy.SetsUpTrainer() {
 		errs = append(errs, policy.Apply(in, plan)...)
 	}
-	applyPodGroupPolicy(trainJob, rt.Spec, plan)
+	errs = append(errs, applyPodGroupPolicy(trainJob, rt, plan)...)
 	initErrs, initWarnings := applyInitializers(trainJob, rt, plan)
 	errs, plan.Warnings = append(errs, initErrs...), initWarnings
 	var claimErrs field.ErrorList

@@ -25,6 +25,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/utils/ptr"
 
@@ -58,10 +59,12 @@ const (
 // Volcano. Its minMember and minResources are the Pods, and their
 // requests, of the replicated Jobs that wait for no other: those start
 // together, and a later stage's Pods join a group that is running already.
-func applyPodGroupPolicy(trainJob *trainer.TrainJob, spec *trainer.TrainingRuntimeSpec, plan *Plan) {
+// An empty Volcano queue name is refused, as Kubeflow refuses it.
+func applyPodGroupPolicy(trainJob *trainer.TrainJob, rt Runtime, plan *Plan) field.ErrorList {
+	spec := rt.Spec
 	policy := spec.PodGroupPolicy
 	if policy == nil || policy.Coscheduling == nil && policy.Volcano == nil {
-		return
+		return nil
 	}
 	first := map[string]bool{}
 	for _, s := range plan.Steps {
@@ -104,8 +107,15 @@ func applyPodGroupPolicy(trainJob *trainer.TrainJob, spec *trainer.TrainingRunti
 		podGroupSpec["scheduleTimeoutSeconds"] = int64(ptr.Deref(c.ScheduleTimeoutSeconds, 60))
 	} else {
 		pg.SetGroupVersionKind(VolcanoPodGroup)
-		annotations := merge(spec.Template.Metadata.Annotations, trainJob.Spec.Annotations)
-		if q, ok := annotations[VolcanoQueueAnnotation]; ok {
+		if q, ok := trainJob.Spec.Annotations[VolcanoQueueAnnotation]; ok {
+			if q == "" {
+				return field.ErrorList{field.Invalid(field.NewPath("spec", "annotations").Key(VolcanoQueueAnnotation), q, "the Volcano queue name must not be empty")}
+			}
+			podGroupSpec["queue"] = q
+		} else if q, ok := spec.Template.Metadata.Annotations[VolcanoQueueAnnotation]; ok {
+			if q == "" {
+				return field.ErrorList{field.Invalid(rt.path().Child("template", "metadata", "annotations").Key(VolcanoQueueAnnotation), q, "the Volcano queue name must not be empty")}
+			}
 			podGroupSpec["queue"] = q
 		}
 		// The priority class of the last replicated Job that names one,
@@ -126,6 +136,7 @@ func applyPodGroupPolicy(trainJob *trainer.TrainJob, spec *trainer.TrainingRunti
 	}
 	pg.Object["spec"] = podGroupSpec
 	plan.PodGroup = pg
+	return nil
 }
 
 // podRequests are the resources a Pod of spec requests once admitted: a

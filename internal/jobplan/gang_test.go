@@ -81,6 +81,36 @@ func TestPodGroupPolicy(t *testing.T) {
 			}
 		})
 	}
+	t.Run("the TrainJob's queue before the runtime's", func(t *testing.T) {
+		tj := utiltesting.MakeTrainJob("tj", "ns").NumNodes(4).Obj()
+		tj.Spec.Annotations = map[string]string{"scheduling.volcano.sh/queue-name": "urgent"}
+		plan, err := Build(tj, runtimeOf(t, volcano))
+		if err != nil {
+			t.Fatalf("Build: %v", err)
+		}
+		if q, _, _ := unstructured.NestedString(plan.PodGroup.Object, "spec", "queue"); q != "urgent" {
+			t.Errorf("queue %q, want urgent", q)
+		}
+	})
+	for name, tc := range map[string]struct {
+		runtime     string
+		annotations map[string]string
+		want        string
+	}{
+		"an empty queue name of the TrainJob": {runtime: volcano, annotations: map[string]string{"scheduling.volcano.sh/queue-name": ""},
+			want: `spec.annotations[scheduling.volcano.sh/queue-name]: Invalid value: "": the Volcano queue name must not be empty`},
+		"an empty queue name of the runtime": {runtime: strings.Replace(volcano, "queue-name: research", `queue-name: ""`, 1),
+			want: `spec.template.metadata.annotations[scheduling.volcano.sh/queue-name]: Invalid value: "": the Volcano queue name must not be empty`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			tj := utiltesting.MakeTrainJob("tj", "ns").NumNodes(4).Obj()
+			tj.Spec.Annotations = tc.annotations
+			_, err := Build(tj, runtimeOf(t, tc.runtime))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Build: %v, want an error with %q", err, tc.want)
+			}
+		})
+	}
 	t.Run("no podGroupPolicy, no PodGroup", func(t *testing.T) {
 		plan, err := Build(utiltesting.MakeTrainJob("tj", "ns").Obj(), runtimeOf(t, deepSpeedRuntime))
 		if err != nil || plan.PodGroup != nil {

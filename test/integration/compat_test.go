@@ -18,6 +18,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -260,8 +261,11 @@ func TestShippedManifestsApply(t *testing.T) {
 			t.Errorf("kubectl apply -k %s: %v\n%s", dir, err, out)
 		}
 	}
+	// The Kueue samples need Kueue's CRDs: the Kueue e2e suite applies them.
 	samples, err := filepath.Glob(filepath.Join(repoRoot, "config", "samples", "*.yaml"))
-	if err != nil || len(samples) == 0 {
+	gang, gangErr := filepath.Glob(filepath.Join(repoRoot, "config", "samples", "gang", "*.yaml"))
+	samples = append(samples, gang...)
+	if err = errors.Join(err, gangErr); err != nil || len(gang) == 0 || len(samples) == len(gang) {
 		t.Fatalf("no samples found (err %v)", err)
 	}
 	for _, f := range samples {
