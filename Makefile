@@ -11,6 +11,16 @@ export PATH := $(BIN):$(PATH)
 CONTROLLER_GEN := $(BIN)/controller-gen
 GOLANGCI_LINT := $(BIN)/golangci-lint
 
+# The version and source revision stamped into the binaries, the image's
+# labels and the release manifests. Between releases (tags v*), VERSION is
+# v0.0.0-<commit>, with -dirty for uncommitted changes.
+GIT_DESCRIBE := $(shell git describe --tags --always --dirty --match 'v[0-9]*' 2>/dev/null)
+VERSION ?= $(if $(filter v%,$(GIT_DESCRIBE)),$(GIT_DESCRIBE),v0.0.0-$(or $(GIT_DESCRIBE),unknown))
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)$(shell git diff --quiet HEAD -- 2>/dev/null || echo -dirty)
+export VERSION REVISION VERSION_LDFLAGS
+VERSION_LDFLAGS := -X github.com/trainjob-operator/trainjob-operator/internal/version.version=$(VERSION) \
+	-X github.com/trainjob-operator/trainjob-operator/internal/version.revision=$(REVISION)
+
 # Test settings. envtest runs the real kube-apiserver and etcd from bin/.
 export KUBEBUILDER_ASSETS := $(BIN)
 GO_TEST_FLAGS ?= -count=1
@@ -72,6 +82,7 @@ lint: ## Run golangci-lint.
 	@hack/build-tools.sh golangci-lint >/dev/null
 	$(GOLANGCI_LINT) run ./...
 	cd bench && $(GOLANGCI_LINT) run --config $(ROOT)/.golangci.yml ./...
+	cd hack/tools/image && $(GOLANGCI_LINT) run --config $(ROOT)/.golangci.yml ./...
 
 .PHONY: verify
 verify: generate manifests ## Fail if generated files, go.mod or formatting drift from the sources, or a product binary links the tooling.
@@ -81,6 +92,7 @@ verify: generate manifests ## Fail if generated files, go.mod or formatting drif
 	cd hack/tools/kueue && GONOSUMDB=sigs.k8s.io/scheduler-library go mod tidy
 	cd hack/tools/coscheduling && go mod tidy
 	cd hack/tools/volcano && go mod tidy
+	cd hack/tools/image && go mod tidy
 	cd bench && go mod tidy
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed on:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	@git diff --exit-code -- api config go.mod go.sum hack bench/go.mod bench/go.sum || { echo; echo "Generated files or go.mod are out of date: run 'make generate manifests' and 'go mod tidy', then commit."; exit 1; }
@@ -90,9 +102,37 @@ verify: generate manifests ## Fail if generated files, go.mod or formatting drif
 
 .PHONY: build
 build: ## Build the manager, trainctl and the local cluster's trainjob-dev into bin/.
-	go build -o $(BIN)/manager ./cmd/manager
-	go build -o $(BIN)/trainctl ./cmd/trainctl
+	go build -ldflags "$(VERSION_LDFLAGS)" -o $(BIN)/manager ./cmd/manager
+	go build -ldflags "$(VERSION_LDFLAGS)" -o $(BIN)/trainctl ./cmd/trainctl
 	go build -o $(BIN)/trainjob-dev ./cmd/trainjob-dev
+
+##@ Release
+
+# make image: the platforms built, and registry references to push to
+# (IMAGE="registry.example.com/trainjob-operator:v0.3.0 ...").
+PLATFORMS ?= linux/amd64 linux/arm64
+IMAGE ?=
+export PLATFORMS IMAGE
+
+# make release: the image repository the manifests name, pushed as
+# IMAGE_REPO:VERSION.
+IMAGE_REPO ?=
+export IMAGE_REPO
+
+.PHONY: release
+release: IMAGE = $(IMAGE_REPO):$(VERSION)
+release: release-check image ## VERSION=v… IMAGE_REPO=registry/repo: build and push the image, write dist/install.yaml and dist/runtimes.yaml naming it by digest.
+	@hack/release.sh
+
+.PHONY: release-check
+release-check:
+	@test -n "$(IMAGE_REPO)" || { echo "make release needs IMAGE_REPO=registry.example.com/trainjob-operator (and VERSION=v…)"; exit 1; }
+	@hack/build-tools.sh kubectl >/dev/null
+
+.PHONY: image
+image: ## Build the manager's OCI image for PLATFORMS, without a container engine, into dist/image (OCI layout) and dist/image.tar; IMAGE=ref pushes it too.
+	@hack/build-tools.sh imagebuild >/dev/null
+	@hack/image.sh
 
 ##@ Local cluster
 
@@ -125,8 +165,9 @@ dev-down: ## Stop the manager (and Kueue) and delete the local cluster.
 test: tools vet test-unit test-fuzz test-integration test-e2e test-e2e-kueue test-faults-short ## Run every test suite (builds the tools, and Kueue, first if needed).
 
 .PHONY: test-unit
-test-unit: ## Run the unit tests.
+test-unit: ## Run the unit tests, and those of the image builder (hack/tools/image).
 	go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v /test/)
+	cd hack/tools/image && go test $(GO_TEST_FLAGS) ./...
 
 .PHONY: test-fuzz
 test-fuzz: ## Run each fuzz target for FUZZ_TIME executions or time (default 10000x).

@@ -24,8 +24,8 @@ kueue_ldflags="-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=${kueue_version
 
 # Built only when named: Kueue takes a quarter of an hour to build cold, and
 # only make dev KUEUE=1 and make test's Kueue suite run it; the coscheduling
-# scheduler only the gang e2e test.
-on_request=(kueue coscheduler)
+# scheduler only the gang e2e test; the image builder only make image.
+on_request=(kueue coscheduler imagebuild)
 
 # One of Kueue's dependencies, sigs.k8s.io/scheduler-library, is missing from
 # the checksum database (its lookup answers 404): go.sum holds its hash, and
@@ -46,6 +46,7 @@ controller-gen|.|sigs.k8s.io/controller-tools/cmd/controller-gen|-s -w
 golangci-lint|golangci-lint|github.com/golangci/golangci-lint/v2/cmd/golangci-lint|-s -w
 kueue|kueue|sigs.k8s.io/kueue/cmd/kueue|${kueue_ldflags}
 coscheduler|coscheduling|github.com/trainjob-operator/trainjob-operator/hack/tools/coscheduling|-s -w
+imagebuild|image|github.com/trainjob-operator/trainjob-operator/hack/tools/image|-s -w
 CATALOG
 }
 
@@ -55,6 +56,7 @@ fingerprint() { # module dir, ldflags
 		cat "${tools}/${dir}/go.mod" "${tools}/${dir}/go.sum"
 		[ "${dir}" = "." ] && cat "${tools}/etcd/main.go"
 		[ "${dir}" = "coscheduling" ] && cat "${tools}/coscheduling/main.go"
+		[ "${dir}" = "image" ] && cat "${tools}"/image/*.go
 		go env GOVERSION
 		echo "${flags}"
 	} | sha256sum | cut -d' ' -f1

@@ -28,6 +28,7 @@ import (
 
 	"github.com/trainjob-operator/trainjob-operator/internal/config"
 	"github.com/trainjob-operator/trainjob-operator/internal/manager"
+	"github.com/trainjob-operator/trainjob-operator/internal/version"
 )
 
 func main() {
@@ -44,6 +45,7 @@ func main() {
 		webhooks     bool
 		webhookPort  int
 		certDir      string
+		showVersion  bool
 	)
 	flag.StringVar(&configFile, "config", "", "Path to the Configuration file (config.trainer.kubeflow.org/v1alpha1). Flags set on the command line override it.")
 	flag.StringVar(&metricsAddr, "metrics-bind-address", "", "Address the metrics endpoint binds to; \"0\" turns it off. Default :8443.")
@@ -57,11 +59,18 @@ func main() {
 	flag.BoolVar(&webhooks, "webhook", true, "Serve the validating admission webhook (needs a serving certificate in --webhook-cert-dir).")
 	flag.IntVar(&webhookPort, "webhook-port", 0, "Port of the webhook server. Default 9443.")
 	flag.StringVar(&certDir, "webhook-cert-dir", "", "Directory with the webhook's tls.crt and tls.key. Default /tmp/k8s-webhook-server/serving-certs.")
+	flag.BoolVar(&showVersion, "version", false, "Print the version and source revision, and exit.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
+	if showVersion {
+		fmt.Println("manager", version.Get())
+		return
+	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("setup")
+	v := version.Get()
+	log.Info("trainjob-operator manager", "version", v.Version, "revision", v.Revision)
 
 	cfg, err := config.Load(configFile)
 	if err != nil {

@@ -21,13 +21,17 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -84,5 +88,81 @@ func TestManagerDeploymentPassesRestricted(t *testing.T) {
 	err = k8s.Create(context.Background(), bare, client.DryRunAll)
 	if err == nil || !strings.Contains(err.Error(), "violates PodSecurity") {
 		t.Errorf("a Pod without hardening was not refused by Pod Security admission (err %v)", err)
+	}
+}
+
+// make release's manifests: config/default, with the manager's image by
+// digest and every object labelled with the version; they apply.
+func TestReleaseManifests(t *testing.T) {
+	dist := t.TempDir()
+	const (
+		version = "v9.8.7"
+		repo    = "registry.example.com/team/trainjob-operator"
+		digest  = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	)
+	if err := os.WriteFile(filepath.Join(dist, "image.digest"), []byte(digest+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(filepath.Join(repoRoot, "hack", "release.sh"))
+	cmd.Env = append(os.Environ(), "VERSION="+version, "IMAGE_REPO="+repo, "DIST="+dist, "KUBECTL="+filepath.Join(repoRoot, "bin", "kubectl"))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("hack/release.sh: %v\n%s", err, out)
+	}
+
+	objects := func(manifest string) []unstructured.Unstructured {
+		var objs []unstructured.Unstructured
+		dec := yaml.NewYAMLOrJSONDecoder(strings.NewReader(manifest), 4096)
+		for {
+			var u unstructured.Unstructured
+			if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
+				return objs
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if len(u.Object) > 0 {
+				objs = append(objs, u)
+			}
+		}
+	}
+	install, err := os.ReadFile(filepath.Join(dist, "install.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	source, err := kubectl(t, "kustomize", filepath.Join(repoRoot, "config", "default"))
+	if err != nil {
+		t.Fatalf("kubectl kustomize config/default: %v\n%s", err, source)
+	}
+	released, want := objects(string(install)), objects(source)
+	key := func(u unstructured.Unstructured) string {
+		return u.GetKind() + "/" + u.GetNamespace() + "/" + u.GetName()
+	}
+	var got, wantKeys []string
+	for _, u := range released {
+		got = append(got, key(u))
+		if v := u.GetLabels()["app.kubernetes.io/version"]; v != version {
+			t.Errorf("%s: label app.kubernetes.io/version=%q, want %s", key(u), v, version)
+		}
+		if u.GetKind() == "Deployment" {
+			containers, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
+			if image := containers[0].(map[string]any)["image"]; image != repo+"@"+digest {
+				t.Errorf("the manager's image %v, want %s@%s", image, repo, digest)
+			}
+		}
+	}
+	for _, u := range want {
+		wantKeys = append(wantKeys, key(u))
+	}
+	if diff := cmp.Diff(wantKeys, got); diff != "" {
+		t.Errorf("install.yaml's objects differ from config/default's (-want +got):\n%s", diff)
+	}
+
+	system := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "trainjob-system"}}
+	if err := k8s.Create(context.Background(), system); client.IgnoreAlreadyExists(err) != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"install.yaml", "runtimes.yaml"} {
+		if out, err := kubectl(t, "apply", "--server-side", "--dry-run=server", "-f", filepath.Join(dist, f)); err != nil {
+			t.Errorf("kubectl apply -f %s: %v\n%s", f, err, out)
+		}
 	}
 }

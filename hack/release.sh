@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# make release: the release manifests, from config/ with kustomize (kubectl's):
+#   dist/install.yaml   everything config/default installs (CRDs, RBAC, the
+#                       webhook, the manager and its configuration, the
+#                       runtimes), the manager's image by digest, every
+#                       object labelled app.kubernetes.io/version=VERSION
+#   dist/runtimes.yaml  the runtimes alone (config/runtimes), to update them
+#                       apart from the rest
+# The image is the one make image built (dist/image.digest), in the
+# repository IMAGE_REPO.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "${root}"
+: "${VERSION:?set by make}" "${IMAGE_REPO:?the image repository (registry.example.com/trainjob-operator)}"
+dist="${DIST:-${root}/dist}"
+kubectl="${KUBECTL:-${root}/bin/kubectl}"
+digest="$(cat "${dist}/image.digest")"
+case "${digest}" in
+sha256:*) ;;
+*) echo "release: ${dist}/image.digest holds no digest: run make image first" >&2; exit 1 ;;
+esac
+
+overlay="$(mktemp -d "${root}/.release.XXXXXX")"
+trap 'rm -rf "${overlay}"' EXIT
+cat >"${overlay}/kustomization.yaml" <<KUSTOMIZATION
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+  - ../config/default
+images:
+  - name: trainjob-operator
+    newName: ${IMAGE_REPO}
+    digest: ${digest}
+labels:
+  - pairs:
+      app.kubernetes.io/version: ${VERSION}
+KUSTOMIZATION
+{
+	echo "# trainjob-operator ${VERSION}: kubectl apply --server-side -f install.yaml"
+	echo "# The manager's image: ${IMAGE_REPO}:${VERSION} (${digest})."
+	"${kubectl}" kustomize "${overlay}"
+} >"${dist}/install.yaml"
+{
+	echo "# trainjob-operator ${VERSION}: the runtimes (install.yaml has them too)."
+	"${kubectl}" kustomize "${root}/config/runtimes"
+} >"${dist}/runtimes.yaml"
+echo "release: ${VERSION}: ${dist}/install.yaml, ${dist}/runtimes.yaml (image ${IMAGE_REPO}@${digest})"
