@@ -61,13 +61,15 @@ generate: ## Generate DeepCopy methods from the API types.
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths="./api/..."
 
 .PHONY: manifests
-manifests: ## Generate CRDs, RBAC and webhook configuration from markers.
+manifests: ## Generate CRDs, RBAC and webhook configuration from markers, and the Helm chart's files from config/.
 	@hack/build-tools.sh controller-gen >/dev/null
 	$(CONTROLLER_GEN) rbac:roleName=manager-role crd:generateEmbeddedObjectMeta=true webhook \
 		paths="./api/..." paths="./internal/..." \
 		output:crd:artifacts:config=config/crd/bases \
 		output:rbac:artifacts:config=config/rbac \
 		output:webhook:artifacts:config=config/webhook
+	@hack/build-tools.sh kubectl >/dev/null
+	$(BIN)/kubectl kustomize config/default | go run ./hack/chartgen charts/trainjob-operator
 
 .PHONY: fmt
 fmt: ## Format the Go code.
@@ -93,10 +95,11 @@ verify: generate manifests ## Fail if generated files, go.mod or formatting drif
 	cd hack/tools/coscheduling && go mod tidy
 	cd hack/tools/volcano && go mod tidy
 	cd hack/tools/image && go mod tidy
+	cd hack/tools/helm && go mod tidy
 	cd bench && go mod tidy
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed on:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
-	@git diff --exit-code -- api config go.mod go.sum hack bench/go.mod bench/go.sum || { echo; echo "Generated files or go.mod are out of date: run 'make generate manifests' and 'go mod tidy', then commit."; exit 1; }
-	@untracked="$$(git ls-files --others --exclude-standard -- api config)"; test -z "$$untracked" || { echo "Untracked generated files: $$untracked"; exit 1; }
+	@git diff --exit-code -- api config charts go.mod go.sum hack bench/go.mod bench/go.sum || { echo; echo "Generated files or go.mod are out of date: run 'make generate manifests' and 'go mod tidy', then commit."; exit 1; }
+	@untracked="$$(git ls-files --others --exclude-standard -- api config charts)"; test -z "$$untracked" || { echo "Untracked generated files: $$untracked"; exit 1; }
 	@hack/check-deps.sh
 	@hack/check-license.sh
 
@@ -121,13 +124,13 @@ export IMAGE_REPO
 
 .PHONY: release
 release: IMAGE = $(IMAGE_REPO):$(VERSION)
-release: release-check image ## VERSION=v… IMAGE_REPO=registry/repo: build and push the image, write dist/install.yaml and dist/runtimes.yaml naming it by digest.
+release: release-check image ## VERSION=v… IMAGE_REPO=registry/repo: build and push the image; write dist/install.yaml, dist/runtimes.yaml and the Helm chart's package, naming it by digest.
 	@hack/release.sh
 
 .PHONY: release-check
 release-check:
 	@test -n "$(IMAGE_REPO)" || { echo "make release needs IMAGE_REPO=registry.example.com/trainjob-operator (and VERSION=v…)"; exit 1; }
-	@hack/build-tools.sh kubectl >/dev/null
+	@hack/build-tools.sh kubectl helm >/dev/null
 
 .PHONY: image
 image: ## Build the manager's OCI image for PLATFORMS, without a container engine, into dist/image (OCI layout) and dist/image.tar; IMAGE=ref pushes it too.
@@ -178,8 +181,8 @@ test-fuzz: ## Run each fuzz target for FUZZ_TIME executions or time (default 100
 	done
 
 .PHONY: test-integration
-test-integration: ## Run the integration tests on envtest (real kube-apiserver and etcd).
-	@hack/build-tools.sh etcd kube-apiserver kubectl >/dev/null
+test-integration: ## Run the integration tests on envtest (real kube-apiserver and etcd), the Helm chart's among them.
+	@hack/build-tools.sh etcd kube-apiserver kubectl helm
 	go test $(GO_TEST_FLAGS) -timeout $(INTEGRATION_TIMEOUT) ./test/integration/...
 
 .PHONY: test-e2e

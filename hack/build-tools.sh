@@ -21,11 +21,20 @@ kube_ldflags="-s -w -X k8s.io/component-base/version.gitVersion=${kube_version} 
 kwok_ldflags="-s -w -X sigs.k8s.io/kwok/pkg/consts.KubeVersion=${kube_version#v}"
 kueue_version="$(awk '$1 == "sigs.k8s.io/kueue" { print $2 }' "${tools}/kueue/go.mod")"
 kueue_ldflags="-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=${kueue_version}"
+# Helm reports its version, and renders for the Kubernetes release of its
+# client modules when it has no cluster to ask (helm template, helm lint).
+helm_version="$(grep -oE 'helm.sh/helm/v3 v[^ ]+' "${tools}/helm/go.mod" | cut -d' ' -f2)"
+helm_kube_minor="$(awk '$1 == "k8s.io/client-go" { print $2 }' "${tools}/helm/go.mod" | cut -d. -f2)"
+helm_ldflags="-s -w -X helm.sh/helm/v3/internal/version.version=${helm_version}"
+for pkg in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
+	helm_ldflags+=" -X ${pkg}.k8sVersionMajor=1 -X ${pkg}.k8sVersionMinor=${helm_kube_minor}"
+done
 
 # Built only when named: Kueue takes a quarter of an hour to build cold, and
 # only make dev KUEUE=1 and make test's Kueue suite run it; the coscheduling
-# scheduler only the gang e2e test; the image builder only make image.
-on_request=(kueue coscheduler imagebuild)
+# scheduler only the gang e2e test; the image builder only make image; Helm
+# only the chart's checks.
+on_request=(kueue coscheduler imagebuild helm)
 
 # One of Kueue's dependencies, sigs.k8s.io/scheduler-library, is missing from
 # the checksum database (its lookup answers 404): go.sum holds its hash, and
@@ -47,6 +56,7 @@ golangci-lint|golangci-lint|github.com/golangci/golangci-lint/v2/cmd/golangci-li
 kueue|kueue|sigs.k8s.io/kueue/cmd/kueue|${kueue_ldflags}
 coscheduler|coscheduling|github.com/trainjob-operator/trainjob-operator/hack/tools/coscheduling|-s -w
 imagebuild|image|github.com/trainjob-operator/trainjob-operator/hack/tools/image|-s -w
+helm|helm|helm.sh/helm/v3/cmd/helm|${helm_ldflags}
 CATALOG
 }
 

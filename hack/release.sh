@@ -6,6 +6,9 @@
 #                       object labelled app.kubernetes.io/version=VERSION
 #   dist/runtimes.yaml  the runtimes alone (config/runtimes), to update them
 #                       apart from the rest
+#   dist/trainjob-operator-<version>.tgz
+#                       the Helm chart (charts/), of the release's version,
+#                       its default image the release's, by digest
 # The image is the one make image built (dist/image.digest), in the
 # repository IMAGE_REPO.
 set -euo pipefail
@@ -44,4 +47,10 @@ KUSTOMIZATION
 	echo "# trainjob-operator ${VERSION}: the runtimes (install.yaml has them too)."
 	"${kubectl}" kustomize "${root}/config/runtimes"
 } >"${dist}/runtimes.yaml"
-echo "release: ${VERSION}: ${dist}/install.yaml, ${dist}/runtimes.yaml (image ${IMAGE_REPO}@${digest})"
+# The chart, versioned (SemVer without the v) and naming the image.
+chart="${overlay}/trainjob-operator"
+cp -R "${root}/charts/trainjob-operator" "${chart}"
+sed -i -e "s|^version: .*|version: ${VERSION#v}|" -e "s|^appVersion: .*|appVersion: ${VERSION}|" "${chart}/Chart.yaml"
+sed -i -e "s|^  repository: .*|  repository: ${IMAGE_REPO}|" -e "s|^  digest: .*|  digest: \"${digest}\"|" "${chart}/values.yaml"
+"${HELM:-${root}/bin/helm}" package "${chart}" --destination "${dist}" >/dev/null
+echo "release: ${VERSION}: ${dist}/install.yaml, ${dist}/runtimes.yaml, ${dist}/trainjob-operator-${VERSION#v}.tgz (image ${IMAGE_REPO}@${digest})"

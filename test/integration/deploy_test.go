@@ -104,26 +104,11 @@ func TestReleaseManifests(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(filepath.Join(repoRoot, "hack", "release.sh"))
-	cmd.Env = append(os.Environ(), "VERSION="+version, "IMAGE_REPO="+repo, "DIST="+dist, "KUBECTL="+filepath.Join(repoRoot, "bin", "kubectl"))
+	cmd.Env = append(os.Environ(), "VERSION="+version, "IMAGE_REPO="+repo, "DIST="+dist, "KUBECTL="+filepath.Join(repoRoot, "bin", "kubectl"), "HELM="+filepath.Join(repoRoot, "bin", "helm"))
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("hack/release.sh: %v\n%s", err, out)
 	}
 
-	objects := func(manifest string) []unstructured.Unstructured {
-		var objs []unstructured.Unstructured
-		dec := yaml.NewYAMLOrJSONDecoder(strings.NewReader(manifest), 4096)
-		for {
-			var u unstructured.Unstructured
-			if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
-				return objs
-			} else if err != nil {
-				t.Fatal(err)
-			}
-			if len(u.Object) > 0 {
-				objs = append(objs, u)
-			}
-		}
-	}
 	install, err := os.ReadFile(filepath.Join(dist, "install.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -132,10 +117,8 @@ func TestReleaseManifests(t *testing.T) {
 	if err != nil {
 		t.Fatalf("kubectl kustomize config/default: %v\n%s", err, source)
 	}
-	released, want := objects(string(install)), objects(source)
-	key := func(u unstructured.Unstructured) string {
-		return u.GetKind() + "/" + u.GetNamespace() + "/" + u.GetName()
-	}
+	released, want := decodeObjects(t, string(install)), decodeObjects(t, source)
+	key := objectKey
 	var got, wantKeys []string
 	for _, u := range released {
 		got = append(got, key(u))
@@ -156,6 +139,17 @@ func TestReleaseManifests(t *testing.T) {
 		t.Errorf("install.yaml's objects differ from config/default's (-want +got):\n%s", diff)
 	}
 
+	// The chart's package: the release's version, its image by digest.
+	pkg := filepath.Join(dist, "trainjob-operator-"+strings.TrimPrefix(version, "v")+".tgz")
+	chart := decodeObjects(t, helm(t, "template", "trainjob-operator", pkg, "--namespace", "trainjob-system"))
+	deploy := find(chart, "Deployment", "trainjob-operator")
+	if got := nested(deploy, "spec", "template", "spec", "containers", 0, "image"); got != repo+"@"+digest {
+		t.Errorf("the chart's image %v, want %s@%s", got, repo, digest)
+	}
+	if got := deploy.GetLabels()["app.kubernetes.io/version"]; got != version {
+		t.Errorf("the chart's version label %q, want %s", got, version)
+	}
+
 	system := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "trainjob-system"}}
 	if err := k8s.Create(context.Background(), system); client.IgnoreAlreadyExists(err) != nil {
 		t.Fatal(err)
@@ -165,4 +159,26 @@ func TestReleaseManifests(t *testing.T) {
 			t.Errorf("kubectl apply -f %s: %v\n%s", f, err, out)
 		}
 	}
+}
+
+// decodeObjects decodes the objects of a multi-document YAML manifest.
+func decodeObjects(t *testing.T, manifest string) []unstructured.Unstructured {
+	t.Helper()
+	var objs []unstructured.Unstructured
+	dec := yaml.NewYAMLOrJSONDecoder(strings.NewReader(manifest), 4096)
+	for {
+		var u unstructured.Unstructured
+		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
+			return objs
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if len(u.Object) > 0 {
+			objs = append(objs, u)
+		}
+	}
+}
+
+func objectKey(u unstructured.Unstructured) string {
+	return u.GetKind() + "/" + u.GetNamespace() + "/" + u.GetName()
 }
