@@ -158,7 +158,7 @@ dev-up: tools build $(DEV_KUEUE) $(DEV_COSCHEDULER) ## Bring the local cluster a
 	$(BIN)/trainjob-dev up $(DEV_FLAGS)
 
 .PHONY: dev-down
-dev-down: ## Stop the manager (and Kueue) and delete the local cluster.
+dev-down: ## Stop the manager (and Kueue, the coscheduling scheduler) and delete the local cluster.
 	@test -x $(BIN)/trainjob-dev || go build -o $(BIN)/trainjob-dev ./cmd/trainjob-dev
 	$(BIN)/trainjob-dev down
 
