@@ -65,7 +65,7 @@ func NewCommand(out, errOut io.Writer) *cobra.Command {
 	f.BoolVarP(&g.allNamespaces, "all-namespaces", "A", false, "TrainJobs of every namespace")
 	f.StringVar(&g.configFile, "manager-config", "", "The manager's Configuration file, for the retention policies (default: the "+config.ConfigMapName+" ConfigMap in "+config.Namespace+", if readable)")
 	root.AddCommand(newGetCommand(g), newDescribeCommand(g))
-	root.AddCommand(newUninstallCommand(g), newVersionCommand(out))
+	root.AddCommand(newUninstallCommand(g), newUpgradeCheckCommand(g), newVersionCommand(out))
 	return root
 }
 

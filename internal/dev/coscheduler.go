@@ -17,12 +17,9 @@ limitations under the License.
 package dev
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -81,22 +78,11 @@ func (o Options) CoschedulerLog() string {
 // hack/tools/coscheduling pins; it downloads the module if it must.
 func CoschedulingCRD(ctx context.Context, o Options) (string, error) {
 	o.defaults()
-	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", "sigs.k8s.io/scheduler-plugins")
-	cmd.Dir = filepath.Join(o.Root, "hack", "tools", "coscheduling")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	var mod struct{ Dir, Error string }
-	if err == nil {
-		err = json.Unmarshal(out, &mod)
-	}
-	if err == nil && mod.Error != "" {
-		err = fmt.Errorf("%s", mod.Error)
-	}
+	dir, err := ModuleDir(ctx, filepath.Join(o.Root, "hack", "tools", "coscheduling"), "sigs.k8s.io/scheduler-plugins")
 	if err != nil {
-		return "", fmt.Errorf("go mod download sigs.k8s.io/scheduler-plugins in %s: %w\n%s", cmd.Dir, err, stderr.String())
+		return "", err
 	}
-	return filepath.Join(mod.Dir, coschedulingCRD), nil
+	return filepath.Join(dir, coschedulingCRD), nil
 }
 
 // EnsureCoscheduler installs the PodGroup CRD and starts the coscheduling

@@ -17,21 +17,16 @@ limitations under the License.
 package dev
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/json"
 	"encoding/pem"
-	"errors"
 	"fmt"
-	"io"
 	"math/big"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -154,37 +149,14 @@ func (o Options) kueueDir() string { return filepath.Join(o.WorkDir, "kueue") }
 type kueueModules struct{ kueue, jobset string }
 
 func findKueueModules(ctx context.Context, o Options) (kueueModules, error) {
-	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", "sigs.k8s.io/kueue", "sigs.k8s.io/jobset")
-	cmd.Dir = filepath.Join(o.Root, "hack", "tools", "kueue")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return kueueModules{}, fmt.Errorf("go mod download in %s: %w\n%s", cmd.Dir, err, stderr.String())
-	}
+	dir := filepath.Join(o.Root, "hack", "tools", "kueue")
 	var mods kueueModules
-	dec := json.NewDecoder(bytes.NewReader(out))
-	for {
-		var m struct{ Path, Version, Dir, Error string }
-		if err := dec.Decode(&m); errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			return mods, err
-		}
-		if m.Error != "" {
-			return mods, fmt.Errorf("go mod download %s: %s", m.Path, m.Error)
-		}
-		switch m.Path {
-		case "sigs.k8s.io/kueue":
-			mods.kueue = m.Dir
-		case "sigs.k8s.io/jobset":
-			mods.jobset = m.Dir
-		}
+	var err error
+	if mods.kueue, err = ModuleDir(ctx, dir, "sigs.k8s.io/kueue"); err != nil {
+		return mods, err
 	}
-	if mods.kueue == "" || mods.jobset == "" {
-		return mods, fmt.Errorf("go mod download in %s did not find sigs.k8s.io/kueue and sigs.k8s.io/jobset", cmd.Dir)
-	}
-	return mods, nil
+	mods.jobset, err = ModuleDir(ctx, dir, "sigs.k8s.io/jobset")
+	return mods, err
 }
 
 // ensureKueue installs the JobSet CRD and Kueue's CRDs, starts Kueue unless
