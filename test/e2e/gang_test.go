@@ -261,7 +261,7 @@ spec:
             spec:
               template:
                 metadata:
-                  annotations: {%s: 5s}
+                  annotations: {%s: 15s}
                 spec:
                   priorityClassName: %s
                   containers:
