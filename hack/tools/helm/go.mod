@@ -1,10 +1,11 @@
-// Helm, for the chart's checks (make test: helm lint, helm template) and the
-// e2e suite's helm install. Built only on request (hack/build-tools.sh helm).
+// Helm, for the chart's checks (make test: helm lint, helm template) and
+// make release's chart package. Built only on request (hack/build-tools.sh
+// helm).
 module github.com/trainjob-operator/trainjob-operator/hack/tools/helm
 
 go 1.26.0
 
-require helm.sh/helm/v3 v3.22.0
+tool helm.sh/helm/v3/cmd/helm
 
 require (
 	dario.cat/mergo v1.0.1 // indirect
@@ -101,6 +102,7 @@ require (
 	gopkg.in/evanphx/json-patch.v4 v4.13.0 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
+	helm.sh/helm/v3 v3.22.0 // indirect
 	k8s.io/api v0.37.0 // indirect
 	k8s.io/apiextensions-apiserver v0.37.0 // indirect
 	k8s.io/apimachinery v0.37.0 // indirect
