@@ -96,6 +96,7 @@ verify: generate manifests ## Fail if generated files, go.mod or formatting drif
 	cd hack/tools/volcano && go mod tidy
 	cd hack/tools/image && go mod tidy
 	cd hack/tools/helm && go mod tidy
+	cd hack/tools/kubeflow && go mod tidy
 	cd bench && go mod tidy
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed on:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	@git diff --exit-code -- api config charts go.mod go.sum hack bench/go.mod bench/go.sum || { echo; echo "Generated files or go.mod are out of date: run 'make generate manifests' and 'go mod tidy', then commit."; exit 1; }

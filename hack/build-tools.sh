@@ -33,8 +33,9 @@ done
 # Built only when named: Kueue takes a quarter of an hour to build cold, and
 # only make dev KUEUE=1 and make test's Kueue suite run it; the coscheduling
 # scheduler only the gang e2e test; the image builder only make image; Helm
-# only the chart's checks.
-on_request=(kueue coscheduler imagebuild helm)
+# only the chart's checks; Kubeflow Trainer and JobSet only make bench's
+# Kubeflow side.
+on_request=(kueue coscheduler imagebuild helm kubeflow-trainer jobset)
 
 # One of Kueue's dependencies, sigs.k8s.io/scheduler-library, is missing from
 # the checksum database (its lookup answers 404): go.sum holds its hash, and
@@ -57,6 +58,8 @@ kueue|kueue|sigs.k8s.io/kueue/cmd/kueue|${kueue_ldflags}
 coscheduler|coscheduling|github.com/trainjob-operator/trainjob-operator/hack/tools/coscheduling|-s -w
 imagebuild|image|github.com/trainjob-operator/trainjob-operator/hack/tools/image|-s -w
 helm|helm|helm.sh/helm/v3/cmd/helm|${helm_ldflags}
+kubeflow-trainer|kubeflow|github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager|-s -w
+jobset|kubeflow|sigs.k8s.io/jobset|-s -w
 CATALOG
 }
 
