@@ -63,7 +63,7 @@ generate: ## Generate DeepCopy methods from the API types.
 .PHONY: manifests
 manifests: ## Generate CRDs, RBAC and webhook configuration from markers, and the Helm chart's files from config/.
 	@hack/build-tools.sh controller-gen >/dev/null
-	$(CONTROLLER_GEN) rbac:roleName=manager-role crd:generateEmbeddedObjectMeta=true webhook \
+	$(CONTROLLER_GEN) rbac:roleName=trainjob-operator-manager crd:generateEmbeddedObjectMeta=true webhook \
 		paths="./api/..." paths="./internal/..." \
 		output:crd:artifacts:config=config/crd/bases \
 		output:rbac:artifacts:config=config/rbac \
@@ -131,6 +131,8 @@ release: release-check image ## VERSION=v… IMAGE_REPO=registry/repo: build and
 .PHONY: release-check
 release-check:
 	@test -n "$(IMAGE_REPO)" || { echo "make release needs IMAGE_REPO=registry.example.com/trainjob-operator (and VERSION=v…)"; exit 1; }
+	@[[ "$(VERSION)" =~ ^v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?$$ && "$(VERSION)" != *-dirty ]] || \
+		{ echo "make release needs VERSION=vMAJOR.MINOR.PATCH[-PRERELEASE] (SemVer, not -dirty), not $(VERSION)"; exit 1; }
 	@hack/build-tools.sh kubectl helm >/dev/null
 
 .PHONY: image

@@ -4,7 +4,9 @@
 # (hack/tools/image), with no container engine: dist/image (an OCI image
 # layout), dist/image.tar (the same, as one file) and dist/image.digest;
 # pushed to each reference of IMAGE, if any. The image's creation time is
-# the commit's, so that a commit builds the same digest each time.
+# the commit's, and the binary carries nothing of the machine or checkout
+# (-trimpath, -buildvcs=false: VERSION and REVISION are stamped), so that a
+# commit builds the same digest each time with the same Go.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "${root}"
@@ -20,7 +22,7 @@ for p in ${platforms}; do
 	os="${p%%/*}" arch="${p#*/}"
 	bin="${root}/bin/image/${os}_${arch//\//_}/manager"
 	echo "image: building the manager for ${p} ..."
-	CGO_ENABLED=0 GOOS="${os}" GOARCH="${arch%%/*}" go build -trimpath -ldflags "-s -w ${VERSION_LDFLAGS}" -o "${bin}" ./cmd/manager
+	CGO_ENABLED=0 GOOS="${os}" GOARCH="${arch%%/*}" go build -trimpath -buildvcs=false -ldflags "-s -w ${VERSION_LDFLAGS}" -o "${bin}" ./cmd/manager
 	args+=(--binary "${p}=${bin}")
 done
 for ref in ${IMAGE:-}; do

@@ -17,6 +17,10 @@ cd "${root}"
 : "${VERSION:?set by make}" "${IMAGE_REPO:?the image repository (registry.example.com/trainjob-operator)}"
 dist="${DIST:-${root}/dist}"
 kubectl="${KUBECTL:-${root}/bin/kubectl}"
+if [ ! -f "${dist}/image.digest" ]; then
+	echo "release: no ${dist}/image.digest: run make image first" >&2
+	exit 1
+fi
 digest="$(cat "${dist}/image.digest")"
 case "${digest}" in
 sha256:*) ;;
@@ -50,7 +54,12 @@ KUSTOMIZATION
 # The chart, versioned (SemVer without the v) and naming the image.
 chart="${overlay}/trainjob-operator"
 cp -R "${root}/charts/trainjob-operator" "${chart}"
-sed -i -e "s|^version: .*|version: ${VERSION#v}|" -e "s|^appVersion: .*|appVersion: ${VERSION}|" "${chart}/Chart.yaml"
-sed -i -e "s|^  repository: .*|  repository: ${IMAGE_REPO}|" -e "s|^  digest: .*|  digest: \"${digest}\"|" "${chart}/values.yaml"
+edit() { # file, sed expressions...
+	local file="$1"
+	shift
+	sed "$@" "${file}" >"${file}.new" && mv "${file}.new" "${file}"
+}
+edit "${chart}/Chart.yaml" -e "s|^version: .*|version: \"${VERSION#v}\"|" -e "s|^appVersion: .*|appVersion: \"${VERSION}\"|"
+edit "${chart}/values.yaml" -e "s|^  repository: .*|  repository: ${IMAGE_REPO}|" -e "s|^  digest: .*|  digest: \"${digest}\"|"
 "${HELM:-${root}/bin/helm}" package "${chart}" --destination "${dist}" >/dev/null
 echo "release: ${VERSION}: ${dist}/install.yaml, ${dist}/runtimes.yaml, ${dist}/trainjob-operator-${VERSION#v}.tgz (image ${IMAGE_REPO}@${digest})"

@@ -92,7 +92,8 @@ each TrainJob and runtime, and why:
               controller stops, or the API server refuses their writes
 
 and which fields of a TrainJob or runtime trainjob-operator's API drops.
-Nothing is written. It exits with status 1 if something cannot run.
+Nothing is written. It exits with status 1 if something cannot run, or if
+the check itself fails (its message says which).
 It ignores --namespace: a switch is cluster-wide. See docs/install.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -327,9 +328,14 @@ func checkTrainJob(ctx context.Context, cl client.Client, obj *unstructured.Unst
 	f.now = state(&tj)
 	note := droppedNote(dropped)
 	if finished, _ := lifecycle.IsFinished(&tj); finished {
-		f.verdict, f.why = verdictKept, "finished: its ttlSecondsAfterFinished or the retention policy deletes it"
+		f.verdict = verdictKept
+		if lifecycle.TTLAfterFinished(&tj) != nil {
+			f.why = "finished: its ttlSecondsAfterFinished deletes it"
+		} else {
+			f.why = "finished, with no ttlSecondsAfterFinished: kept until deleted, or until a retention policy (objectRetentionPolicies) deletes it"
+		}
 		if jobSet != nil {
-			f.why += ", and its JobSet with it"
+			f.why += "; its JobSet goes with it"
 		}
 		f.why += note
 		return f, nil

@@ -281,7 +281,7 @@ func Down(ctx context.Context, o Options) error {
 		step(o, "stopping Kueue (pid %d)", pid)
 		errs = append(errs, stopProcess(pid))
 	}
-	errs = append(errs, stopCoscheduler(o, st))
+	errs = append(errs, stopCoscheduler(o))
 	if exists, err := kwokClusterExists(ctx, o); err != nil {
 		errs = append(errs, err)
 	} else if exists {

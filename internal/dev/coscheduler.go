@@ -110,7 +110,7 @@ func StopCoscheduler(o Options) error {
 	if err != nil {
 		return err
 	}
-	if err := stopCoscheduler(o, st); err != nil {
+	if err := stopCoscheduler(o); err != nil {
 		return err
 	}
 	st.CoschedulerPID, st.CoschedulerPort = 0, 0
@@ -139,7 +139,7 @@ func ensureCoscheduler(ctx context.Context, o Options, st *state) error {
 		step(o, "the coscheduling scheduler is running (pid %d)", st.CoschedulerPID)
 		return nil
 	}
-	if err := stopCoscheduler(o, *st); err != nil {
+	if err := stopCoscheduler(o); err != nil {
 		return err
 	}
 	st.CoschedulerPID = 0
@@ -172,15 +172,14 @@ func ensureCoscheduler(ctx context.Context, o Options, st *state) error {
 
 func (o Options) coschedulerConfig() string { return filepath.Join(o.WorkDir, "coscheduler.yaml") }
 
-// stopCoscheduler stops the scheduler st records, and any an aborted run
-// started and did not record (bin/coscheduler with o's configuration).
-func stopCoscheduler(o Options, st state) error {
+// stopCoscheduler stops the scheduler Up recorded, and any an aborted run
+// started and did not record: the processes of bin/coscheduler with o's
+// configuration.
+func stopCoscheduler(o Options) error {
 	exe, config := filepath.Join(o.BinDir, "coscheduler"), o.coschedulerConfig()
-	pids := processesMatching(func(args []string) bool { return args[0] == exe && slices.Contains(args, config) })
-	if st.CoschedulerPID != 0 && !slices.Contains(pids, st.CoschedulerPID) {
-		pids = append(pids, st.CoschedulerPID)
-	}
-	for _, pid := range pids {
+	// The recorded one among them, if it still runs: a PID of a process
+	// that is not bin/coscheduler with this configuration is not ours.
+	for _, pid := range processesMatching(func(args []string) bool { return args[0] == exe && slices.Contains(args, config) }) {
 		step(o, "stopping the coscheduling scheduler (pid %d)", pid)
 		if err := stopProcess(pid); err != nil {
 			return err

@@ -262,12 +262,41 @@ func TestChartValues(t *testing.T) {
 			t.Errorf("metrics bind address %q, want 0 (off)", cfg.Metrics.BindAddress)
 		}
 	})
-	t.Run("a bad certificates value", func(t *testing.T) {
-		out, err := exec.Command(filepath.Join(repoRoot, "bin", "helm"), "template", "x", chartDir(), "--set", "webhook.certificates=manual").CombinedOutput()
-		if err == nil || !strings.Contains(string(out), `webhook.certificates "manual": want builtin or certManager`) {
-			t.Errorf("helm template: %v\n%s", err, out)
+	t.Run("pod labels and annotations beside the chart's", func(t *testing.T) {
+		objs := helmTemplate(t, "trainjob-system",
+			"--set-json", `podLabels={"app.kubernetes.io/name":"mine","team":"ml"}`,
+			"--set-json", `podAnnotations={"checksum/config":"mine","scrape":"yes"}`)
+		deploy := find(objs, "Deployment", "trainjob-operator")
+		checks := map[string][2]any{
+			"selector label": {"trainjob-operator", nested(deploy, "spec", "template", "metadata", "labels", "app.kubernetes.io/name")},
+			"team label":     {"ml", nested(deploy, "spec", "template", "metadata", "labels", "team")},
+			"annotation":     {"yes", nested(deploy, "spec", "template", "metadata", "annotations", "scrape")},
+		}
+		for what, c := range checks {
+			if fmt.Sprint(c[0]) != fmt.Sprint(c[1]) {
+				t.Errorf("%s = %v, want %v", what, c[1], c[0])
+			}
+		}
+		if got := fmt.Sprint(nested(deploy, "spec", "template", "metadata", "annotations", "checksum/config")); len(got) != 64 {
+			t.Errorf("checksum/config = %q, want the configuration's sha256", got)
 		}
 	})
+	for name, tc := range map[string]struct {
+		args []string
+		want string
+	}{
+		"a bad certificates value": {[]string{"--set", "webhook.certificates=manual"}, `webhook.certificates "manual": want builtin or certManager`},
+		"the webhook's port":       {[]string{"--set", "configuration.webhook.port=9000"}, "configuration.webhook.port is set by the chart"},
+		"the certificate's Secret": {[]string{"--set", "configuration.webhook.certManagement.secretName=mine"}, "configuration.webhook.certManagement.secretName is set by the chart"},
+		"the probes' address":      {[]string{"--set", "configuration.health.healthProbeBindAddress=:9999"}, "configuration.health.healthProbeBindAddress is set by the chart"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			out, err := exec.Command(filepath.Join(repoRoot, "bin", "helm"), append([]string{"template", "x", chartDir()}, tc.args...)...).CombinedOutput()
+			if err == nil || !strings.Contains(string(out), tc.want) {
+				t.Errorf("helm template %v: %v, want an error with %q\n%s", tc.args, err, tc.want, out)
+			}
+		})
+	}
 }
 
 // nested reads a field of u by path (strings for keys, ints for list

@@ -199,7 +199,7 @@ func TestUpgradeFromKubeflowTrainer(t *testing.T) {
 	want := map[string][]string{
 		"ClusterTrainingRuntime - torch-distributed":                      {"runs"},
 		"TrainingRuntime " + ns + " two-trainers":                         {"cannot run", "the trainer step must have exactly 1 replica"},
-		"TrainJob " + ns + " done":                                        {"kept", "finished", "and its JobSet with it"},
+		"TrainJob " + ns + " done":                                        {"kept", "finished, with no ttlSecondsAfterFinished", "retention policy", "its JobSet goes with it"},
 		"TrainJob " + ns + " running":                                     {"waits", "its JobSet running runs it", "Job running-node-0 of JobSet running", "Service running of JobSet running", "NameTaken"},
 		"TrainJob " + ns + " fresh":                                       {"runs", "its Job (2 Pods) is created"},
 		"TrainJob " + ns + " queued":                                      {"runs", "suspended"},
