@@ -335,9 +335,15 @@ func TestAfterSuspendedAfterAnOutage(t *testing.T) {
 	}
 	setWebhookFailurePolicy(t, admissionregistrationv1.Ignore)
 	for i := range n {
-		if !setSuspend(ctx, ns, name("resumed", i), false) {
-			t.Fatalf("resuming %s", name("resumed", i))
-		}
+		// The API server sees the new failure policy once its own watch
+		// of webhook configurations has it: until then, a write still
+		// waits on the dead webhook and is refused.
+		waitFor(t, 30*time.Second, "resuming "+name("resumed", i), func() error {
+			if !setSuspend(ctx, ns, name("resumed", i), false) {
+				return fmt.Errorf("refused")
+			}
+			return nil
+		})
 	}
 	time.Sleep(time.Until(lastSuspended.Add(after + 3*time.Second))) // every one of them past its afterSuspended
 	setWebhookFailurePolicy(t, admissionregistrationv1.Fail)
