@@ -218,7 +218,7 @@ func Up(ctx context.Context, o Options) error {
 		return err
 	}
 
-	if st.ManagerPID == 0 || !processAlive(st.ManagerPID) {
+	if !ours(o, "manager", st.ManagerPID) {
 		if err := choosePorts(&st); err != nil {
 			return err
 		}
@@ -263,20 +263,18 @@ func Down(ctx context.Context, o Options) error {
 	if err != nil {
 		errs = append(errs, err)
 	}
-	if st.ManagerPID != 0 {
-		step(o, "stopping the manager (pid %d)", st.ManagerPID)
-		errs = append(errs, stopProcess(st.ManagerPID))
-	}
-	// Replicas a test started and did not stop.
+	// The manager, and replicas a test started and did not stop: the
+	// processes of bin/manager on this cluster (a PID the state recorded
+	// may be another program's after a reboot).
 	for _, pid := range managersOf(o) {
-		step(o, "stopping a manager replica (pid %d)", pid)
+		if pid == st.ManagerPID {
+			step(o, "stopping the manager (pid %d)", pid)
+		} else {
+			step(o, "stopping a manager replica (pid %d)", pid)
+		}
 		errs = append(errs, stopProcess(pid))
 	}
-	if st.KueuePID != 0 && processAlive(st.KueuePID) {
-		step(o, "stopping Kueue (pid %d)", st.KueuePID)
-		errs = append(errs, stopProcess(st.KueuePID))
-	}
-	// A Kueue an aborted run started and did not record.
+	// Kueue, recorded or left by an aborted run.
 	for _, pid := range kueuesOf(o) {
 		step(o, "stopping Kueue (pid %d)", pid)
 		errs = append(errs, stopProcess(pid))

@@ -166,9 +166,9 @@ func ensureKueue(ctx context.Context, cl client.Client, o Options, st *state) er
 	if err != nil {
 		return err
 	}
-	running := st.KueuePID != 0 && processAlive(st.KueuePID) && ready(st.KueueHealthPort) == nil
+	running := ours(o, "kueue", st.KueuePID) && ready(st.KueueHealthPort) == nil
 	if !running {
-		if st.KueuePID != 0 {
+		if ours(o, "kueue", st.KueuePID) {
 			if err := stopProcess(st.KueuePID); err != nil {
 				return err
 			}

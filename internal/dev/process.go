@@ -35,11 +35,11 @@ import (
 // ensureManager starts the manager unless it already runs and is ready, and
 // waits until it is ready.
 func ensureManager(ctx context.Context, o Options, st *state, configPath string) error {
-	if st.ManagerPID != 0 && processAlive(st.ManagerPID) && ready(st.HealthPort) == nil {
+	if ours(o, "manager", st.ManagerPID) && ready(st.HealthPort) == nil {
 		step(o, "the manager is running (pid %d)", st.ManagerPID)
 		return nil
 	}
-	if st.ManagerPID != 0 && processAlive(st.ManagerPID) {
+	if ours(o, "manager", st.ManagerPID) {
 		// Running but not ready: replace it.
 		if err := stopProcess(st.ManagerPID); err != nil {
 			return err
@@ -270,6 +270,13 @@ func waitNoProcess(dir string, timeout time.Duration) error {
 // managersOf lists the live manager processes that talk to o's cluster.
 func managersOf(o Options) []int { return binaryProcessesOf(o, "manager") }
 
+// ours reports whether pid, one recorded in the state, is a live process of
+// bin/name that talks to o's cluster: after a reboot, a recorded PID may be
+// another program's.
+func ours(o Options, name string, pid int) bool {
+	return pid != 0 && slices.Contains(binaryProcessesOf(o, name), pid)
+}
+
 // binaryProcessesOf lists the live processes of bin/name that talk to o's
 // cluster (have its kubeconfig on their command line).
 func binaryProcessesOf(o Options, name string) []int {
@@ -321,7 +328,7 @@ func KillManager(o Options) error {
 	if err != nil {
 		return err
 	}
-	if st.ManagerPID == 0 || !processAlive(st.ManagerPID) {
+	if !ours(o, "manager", st.ManagerPID) {
 		return fmt.Errorf("no manager is running")
 	}
 	if err := syscall.Kill(st.ManagerPID, syscall.SIGKILL); err != nil {
@@ -341,7 +348,7 @@ func Manager(o Options) (pid, metricsPort int, err error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	if st.ManagerPID == 0 || !processAlive(st.ManagerPID) {
+	if !ours(o, "manager", st.ManagerPID) {
 		return 0, 0, fmt.Errorf("no manager is running for %s; run 'make dev-up'", o.WorkDir)
 	}
 	return st.ManagerPID, st.MetricsPort, nil
