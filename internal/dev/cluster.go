@@ -178,8 +178,8 @@ func Up(ctx context.Context, o Options) error {
 		}
 	}
 	if o.Coscheduler {
-		if _, err := os.Stat(filepath.Join(o.BinDir, "coscheduler")); err != nil {
-			return fmt.Errorf("coscheduler is missing from %s: run 'make coscheduler' first (make dev COSCHEDULING=1 does)", o.BinDir)
+		if err := o.needCoscheduler(); err != nil {
+			return err
 		}
 	}
 	if err := os.MkdirAll(o.WorkDir, 0o755); err != nil {

@@ -118,9 +118,8 @@ func StopCoscheduler(o Options) error {
 }
 
 func ensureCoscheduler(ctx context.Context, o Options, st *state) error {
-	bin := filepath.Join(o.BinDir, "coscheduler")
-	if _, err := os.Stat(bin); err != nil {
-		return fmt.Errorf("coscheduler is missing from %s: run 'make coscheduler' first (make dev COSCHEDULING=1 does)", o.BinDir)
+	if err := o.needCoscheduler(); err != nil {
+		return err
 	}
 	crd, err := CoschedulingCRD(ctx, o)
 	if err != nil {
@@ -135,7 +134,7 @@ func ensureCoscheduler(ctx context.Context, o Options, st *state) error {
 	if err := kubectl(ctx, o, "wait", "--for", "condition=Established", "--timeout", "60s", "-f", crd); err != nil {
 		return err
 	}
-	if st.CoschedulerPID != 0 && processAlive(st.CoschedulerPID) && readySecure(st.CoschedulerPort) == nil {
+	if st.CoschedulerPID != 0 && slices.Contains(coschedulersOf(o), st.CoschedulerPID) && readySecure(st.CoschedulerPort) == nil {
 		step(o, "the coscheduling scheduler is running (pid %d)", st.CoschedulerPID)
 		return nil
 	}
@@ -157,7 +156,7 @@ func ensureCoscheduler(ctx context.Context, o Options, st *state) error {
 	// PodGroup's status; that controller does not run here). Room that
 	// appears for a waiting gang is seen when the scheduler next retries
 	// its unschedulable Pods: every 5 minutes by default, 10 seconds here.
-	pid, exited, err := startDetached("the coscheduling scheduler", bin, []string{
+	pid, exited, err := startDetached("the coscheduling scheduler", o.coschedulerBinary(), []string{
 		"--config", configPath,
 		"--secure-port", strconv.Itoa(st.CoschedulerPort),
 		"--pod-max-in-unschedulable-pods-duration", "10s",
@@ -172,14 +171,28 @@ func ensureCoscheduler(ctx context.Context, o Options, st *state) error {
 
 func (o Options) coschedulerConfig() string { return filepath.Join(o.WorkDir, "coscheduler.yaml") }
 
-// stopCoscheduler stops the scheduler Up recorded, and any an aborted run
-// started and did not record: the processes of bin/coscheduler with o's
-// configuration.
+func (o Options) coschedulerBinary() string { return filepath.Join(o.BinDir, "coscheduler") }
+
+// needCoscheduler fails, saying how to build it, if bin/coscheduler is
+// missing.
+func (o Options) needCoscheduler() error {
+	if _, err := os.Stat(o.coschedulerBinary()); err != nil {
+		return fmt.Errorf("coscheduler is missing from %s: run 'make coscheduler' first (make dev COSCHEDULING=1 does)", o.BinDir)
+	}
+	return nil
+}
+
+// coschedulersOf lists the live processes of bin/coscheduler with o's
+// configuration: the one Up recorded, and any an aborted run started and did
+// not record. A recorded PID that is not among them is not ours.
+func coschedulersOf(o Options) []int {
+	exe, config := o.coschedulerBinary(), o.coschedulerConfig()
+	return processesMatching(func(args []string) bool { return args[0] == exe && slices.Contains(args, config) })
+}
+
+// stopCoscheduler stops every coscheduling scheduler of o's.
 func stopCoscheduler(o Options) error {
-	exe, config := filepath.Join(o.BinDir, "coscheduler"), o.coschedulerConfig()
-	// The recorded one among them, if it still runs: a PID of a process
-	// that is not bin/coscheduler with this configuration is not ours.
-	for _, pid := range processesMatching(func(args []string) bool { return args[0] == exe && slices.Contains(args, config) }) {
+	for _, pid := range coschedulersOf(o) {
 		step(o, "stopping the coscheduling scheduler (pid %d)", pid)
 		if err := stopProcess(pid); err != nil {
 			return err

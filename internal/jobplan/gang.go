@@ -107,16 +107,23 @@ func applyPodGroupPolicy(trainJob *trainer.TrainJob, rt Runtime, plan *Plan) fie
 		podGroupSpec["scheduleTimeoutSeconds"] = int64(ptr.Deref(c.ScheduleTimeoutSeconds, 60))
 	} else {
 		pg.SetGroupVersionKind(VolcanoPodGroup)
-		if q, ok := trainJob.Spec.Annotations[VolcanoQueueAnnotation]; ok {
+		// The queue: the TrainJob's annotation, else the runtime's.
+		for _, src := range []struct {
+			annotations map[string]string
+			path        *field.Path
+		}{
+			{trainJob.Spec.Annotations, field.NewPath("spec", "annotations")},
+			{spec.Template.Metadata.Annotations, rt.path().Child("template", "metadata", "annotations")},
+		} {
+			q, ok := src.annotations[VolcanoQueueAnnotation]
+			if !ok {
+				continue
+			}
 			if q == "" {
-				return field.ErrorList{field.Invalid(field.NewPath("spec", "annotations").Key(VolcanoQueueAnnotation), q, "the Volcano queue name must not be empty")}
+				return field.ErrorList{field.Invalid(src.path.Key(VolcanoQueueAnnotation), q, "the Volcano queue name must not be empty")}
 			}
 			podGroupSpec["queue"] = q
-		} else if q, ok := spec.Template.Metadata.Annotations[VolcanoQueueAnnotation]; ok {
-			if q == "" {
-				return field.ErrorList{field.Invalid(rt.path().Child("template", "metadata", "annotations").Key(VolcanoQueueAnnotation), q, "the Volcano queue name must not be empty")}
-			}
-			podGroupSpec["queue"] = q
+			break
 		}
 		// The priority class of the last replicated Job that names one,
 		// as Kubeflow takes it.

@@ -55,8 +55,14 @@ func compatDir(t *testing.T) string {
 	return dir
 }
 
+// kubectl runs bin/kubectl against the suite's API server.
 func kubectl(t *testing.T, args ...string) (string, error) {
 	t.Helper()
+	return kubectlAt(kubeconfig, args...)
+}
+
+// kubectlAt runs bin/kubectl against the API server of a kubeconfig.
+func kubectlAt(kubeconfig string, args ...string) (string, error) {
 	cmd := exec.Command(filepath.Join(repoRoot, "bin", "kubectl"), append([]string{"--kubeconfig", kubeconfig}, args...)...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err

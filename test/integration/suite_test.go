@@ -198,13 +198,22 @@ func (m *runningManager) stop() {
 // configure, for the rest of the test; the default one comes back after it.
 func restartManager(t *testing.T, configure func(*configv1alpha1.Configuration)) {
 	t.Helper()
-	running.stop()
-	var err error
-	if running, err = startManager(configure); err != nil {
+	stopSuiteManager(t)
+	m, err := startManager(configure)
+	if err != nil {
 		t.Fatalf("restarting the manager: %v", err)
 	}
+	running = m
+	t.Cleanup(m.stop) // before the default one comes back
+}
+
+// stopSuiteManager stops the suite's manager until the test ends: one
+// manager in this process at a time.
+func stopSuiteManager(t *testing.T) {
+	t.Helper()
+	running.stop()
 	t.Cleanup(func() {
-		running.stop()
+		var err error
 		if running, err = startManager(nil); err != nil {
 			t.Fatalf("restoring the default manager: %v", err)
 		}

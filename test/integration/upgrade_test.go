@@ -21,7 +21,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -101,11 +100,11 @@ func TestUpgradeFromKubeflowTrainer(t *testing.T) {
 	}
 	kubectlHere := func(args ...string) string {
 		t.Helper()
-		out, err := exec.Command(filepath.Join(binDir, "kubectl"), append([]string{"--kubeconfig", kc}, args...)...).CombinedOutput()
+		out, err := kubectlAt(kc, args...)
 		if err != nil {
 			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
-		return string(out)
+		return out
 	}
 	ctx := context.Background()
 
@@ -324,17 +323,5 @@ func TestUpgradeFromKubeflowTrainer(t *testing.T) {
 			return fmt.Errorf("the JobSet's Job was taken over: %v", ref)
 		}
 		return nil
-	})
-}
-
-// stopSuiteManager stops the suite's manager until the test ends.
-func stopSuiteManager(t *testing.T) {
-	t.Helper()
-	running.stop()
-	t.Cleanup(func() {
-		var err error
-		if running, err = startManager(nil); err != nil {
-			t.Errorf("restarting the suite's manager: %v", err)
-		}
 	})
 }
