@@ -189,7 +189,8 @@ test-integration: ## Run the integration tests on envtest (real kube-apiserver a
 	go test $(GO_TEST_FLAGS) -timeout $(INTEGRATION_TIMEOUT) ./test/integration/...
 
 .PHONY: test-e2e
-test-e2e: tools build coscheduler ## Run the end-to-end tests on a local cluster of their own (real Job controller, scheduler, kwok nodes; the coscheduling scheduler for the gang test).
+test-e2e: tools build coscheduler ## Run the end-to-end tests on a local cluster of their own (real Job controller, scheduler, kwok nodes; the coscheduling scheduler for the gang test, Helm for the chart's install).
+	@hack/build-tools.sh helm >/dev/null
 	go test $(GO_TEST_FLAGS) -timeout $(E2E_TIMEOUT) ./test/e2e/...
 
 .PHONY: test-e2e-kueue
