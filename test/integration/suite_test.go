@@ -28,6 +28,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -220,6 +221,33 @@ func stopSuiteManager(t *testing.T) {
 	})
 }
 
+// startManagerAt runs the product's manager, without its webhook, against
+// another API server than the suite's (cfg) until the test ends. The
+// suite's manager stops meanwhile: one manager in this process at a time.
+func startManagerAt(t *testing.T, cfg *rest.Config) {
+	t.Helper()
+	mcfg := &configv1alpha1.Configuration{}
+	configv1alpha1.SetDefaults(mcfg)
+	mcfg.LeaderElection.LeaderElect = ptr.To(false)
+	mcfg.Metrics.BindAddress = "0"
+	mcfg.Health.HealthProbeBindAddress = "0"
+	mcfg.Webhook.Enable = ptr.To(false)
+	stopSuiteManager(t)
+	mgr, err := manager.New(cfg, mcfg, manager.Options{SkipNameValidation: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+}
+
 // startGarbageCollector runs kube-controller-manager's garbage collector
 // against the test API server: envtest has none, and cascading deletion is
 // part of what the product relies on.
@@ -245,6 +273,47 @@ func startGarbageCollector() (func(), error) {
 		_ = logFile.Close()
 		_ = os.Remove(logFile.Name())
 	}, nil
+}
+
+// otherAPIServer is an API server (and etcd) a test runs beside the suite's,
+// with CRDs of its own.
+type otherAPIServer struct {
+	cfg        *rest.Config
+	client     client.Client
+	kubeconfig string
+}
+
+// startOtherAPIServer starts an API server with the CRDs of crdPaths until
+// the test ends.
+func startOtherAPIServer(t *testing.T, crdPaths ...string) *otherAPIServer {
+	t.Helper()
+	env := &envtest.Environment{CRDDirectoryPaths: crdPaths, ErrorIfCRDPathMissing: true, BinaryAssetsDirectory: binDir}
+	cfg, err := env.Start()
+	if err != nil {
+		_ = env.Stop() // Start may fail after the control plane is up
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	s := &otherAPIServer{cfg: cfg}
+	if s.client, err = client.New(cfg, client.Options{Scheme: scheme.Scheme}); err != nil {
+		t.Fatal(err)
+	}
+	if s.kubeconfig, err = writeKubeconfig(env); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(filepath.Dir(s.kubeconfig)) })
+	return s
+}
+
+// kubectl runs kubectl on the API server and returns its output; an error
+// fails the test.
+func (s *otherAPIServer) kubectl(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := kubectlAt(s.kubeconfig, args...)
+	if err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
 }
 
 // writeKubeconfig writes a kubeconfig of the test API server for kubectl and

@@ -34,15 +34,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	configv1alpha1 "github.com/trainjob-operator/trainjob-operator/api/config/v1alpha1"
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
 	"github.com/trainjob-operator/trainjob-operator/internal/cli"
 	"github.com/trainjob-operator/trainjob-operator/internal/dev"
 	"github.com/trainjob-operator/trainjob-operator/internal/lifecycle"
-	"github.com/trainjob-operator/trainjob-operator/internal/manager"
-	"github.com/trainjob-operator/trainjob-operator/internal/scheme"
 	utiltesting "github.com/trainjob-operator/trainjob-operator/internal/util/testing"
 )
 
@@ -75,36 +71,16 @@ func TestUpgradeFromKubeflowTrainer(t *testing.T) {
 	kubeflow := moduleDir(t, kubeflowTrainerModule)
 	jobSet := moduleDir(t, jobSetModule)
 	crds := filepath.Join(kubeflow, "manifests", "base", "crds")
-	env := &envtest.Environment{
-		CRDDirectoryPaths: []string{
-			filepath.Join(crds, "trainer.kubeflow.org_trainjobs.yaml"),
-			filepath.Join(crds, "trainer.kubeflow.org_trainingruntimes.yaml"),
-			filepath.Join(crds, "trainer.kubeflow.org_clustertrainingruntimes.yaml"),
-			filepath.Join(jobSet, "config", "components", "crd", "bases", "jobset.x-k8s.io_jobsets.yaml"),
-		},
-		ErrorIfCRDPathMissing: true,
-		BinaryAssetsDirectory: binDir,
-	}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	cl, err := client.New(cfg, client.Options{Scheme: scheme.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	kc, err := writeKubeconfig(env)
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv := startOtherAPIServer(t,
+		filepath.Join(crds, "trainer.kubeflow.org_trainjobs.yaml"),
+		filepath.Join(crds, "trainer.kubeflow.org_trainingruntimes.yaml"),
+		filepath.Join(crds, "trainer.kubeflow.org_clustertrainingruntimes.yaml"),
+		filepath.Join(jobSet, "config", "components", "crd", "bases", "jobset.x-k8s.io_jobsets.yaml"),
+	)
+	cfg, cl, kc := srv.cfg, srv.client, srv.kubeconfig
 	kubectlHere := func(args ...string) string {
 		t.Helper()
-		out, err := kubectlAt(kc, args...)
-		if err != nil {
-			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return out
+		return srv.kubectl(t, args...)
 	}
 	ctx := context.Background()
 
@@ -190,7 +166,7 @@ func TestUpgradeFromKubeflowTrainer(t *testing.T) {
 	var out bytes.Buffer
 	check := cli.NewCommand(&out, &out)
 	check.SetArgs([]string{"upgrade-check", "--kubeconfig", kc})
-	err = check.Execute()
+	err := check.Execute()
 	t.Logf("trainctl upgrade-check:\n%s", out.String())
 	if err == nil || !strings.Contains(err.Error(), "cannot run") {
 		t.Errorf("upgrade-check returned %v, want an error: some cannot run", err)
@@ -236,27 +212,7 @@ func TestUpgradeFromKubeflowTrainer(t *testing.T) {
 	// Kubeflow's, then the manager.
 	kubectlHere("delete", "-f", kubeflowWebhooks)
 	kubectlHere("apply", "--server-side", "--force-conflicts", "-k", filepath.Join(repoRoot, "config", "crd"))
-	mcfg := &configv1alpha1.Configuration{}
-	configv1alpha1.SetDefaults(mcfg)
-	mcfg.LeaderElection.LeaderElect = ptr.To(false)
-	mcfg.Metrics.BindAddress = "0"
-	mcfg.Health.HealthProbeBindAddress = "0"
-	mcfg.Webhook.Enable = ptr.To(false)
-	// One manager in this process at a time: the suite's stops meanwhile.
-	stopSuiteManager(t)
-	mgr, err := manager.New(cfg, mcfg, manager.Options{SkipNameValidation: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mctx, cancel := context.WithCancel(ctx)
-	done2 := make(chan error, 1)
-	go func() { done2 <- mgr.Start(mctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done2; err != nil {
-			t.Error(err)
-		}
-	})
+	startManagerAt(t, cfg)
 
 	createdReason := func(name string) (string, error) {
 		var tj trainer.TrainJob
