@@ -20,14 +20,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -54,6 +52,7 @@ import (
 	"github.com/trainjob-operator/trainjob-operator/internal/config"
 	"github.com/trainjob-operator/trainjob-operator/internal/dev"
 	"github.com/trainjob-operator/trainjob-operator/internal/scheme"
+	utiltesting "github.com/trainjob-operator/trainjob-operator/internal/util/testing"
 )
 
 // The release the test installs: the name docs/install.md gives it, in a
@@ -495,12 +494,8 @@ func serviceAccountKubeconfig(t *testing.T, ctx context.Context) string {
 func startChartManager(t *testing.T, configPath, kubeconfig string, webhookPort int) (stop func()) {
 	t.Helper()
 	healthPort := freePort(t)
-	logPath := filepath.Join(t.TempDir(), "manager.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(filepath.Join(repoRoot, "bin", "manager"),
+	return utiltesting.StartProcess(t, "the chart's manager", utiltesting.ReadyzURL(healthPort), timeout,
+		filepath.Join(repoRoot, "bin", "manager"),
 		"--config", configPath,
 		"--kubeconfig", kubeconfig,
 		"--webhook-port", strconv.Itoa(webhookPort),
@@ -509,51 +504,6 @@ func startChartManager(t *testing.T, configPath, kubeconfig string, webhookPort 
 		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", healthPort),
 		"--leader-election-namespace", helmNamespace,
 	)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); _ = logFile.Close(); close(exited) }()
-	stopped := false
-	stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	}
-	t.Cleanup(func() {
-		stop()
-		if t.Failed() {
-			data, _ := os.ReadFile(logPath)
-			lines := strings.Split(strings.TrimSpace(string(data)), "\n")
-			t.Logf("the chart's manager's log (last lines):\n%s", strings.Join(lines[max(0, len(lines)-60):], "\n"))
-		}
-	})
-	eventually(t, "the chart's manager to be ready", func() error {
-		select {
-		case <-exited:
-			t.Fatalf("the chart's manager exited; see its log below")
-		default:
-		}
-		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", healthPort))
-		if err != nil {
-			return err
-		}
-		_ = resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return errors.New(resp.Status)
-		}
-		return nil
-	})
-	return stop
 }
 
 // getCRD reads the CRD of the TrainJob API's resource.
