@@ -21,6 +21,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -72,6 +73,17 @@ type bench struct {
 	// controller.trainJobWorkers.
 	managerConfig   string
 	trainJobWorkers int
+	// kf is Kubeflow Trainer and JobSet while they run in the manager's
+	// place (the Kubeflow side).
+	kf *dev.Kubeflow
+	// apiHTTP reaches the API server at apiHost with the bench's
+	// credentials.
+	apiHTTP *http.Client
+	apiHost string
+	// rc is the bench's client configuration.
+	rc *rest.Config
+	// bare is the API server's limit for a bare client, once measured.
+	bare *limitResult
 }
 
 func newBench(ctx context.Context, c config) (*bench, error) {
@@ -92,6 +104,11 @@ func newBench(ctx context.Context, c config) (*bench, error) {
 	if b.cl, err = client.NewWithWatch(rc, client.Options{Scheme: scheme.Scheme}); err != nil {
 		return nil, err
 	}
+	if b.apiHTTP, err = newAPIHTTP(rc); err != nil {
+		return nil, err
+	}
+	b.apiHost = strings.TrimSuffix(rc.Host, "/")
+	b.rc = rc
 	args, err := dev.ComponentArgs(b.o, kcm)
 	if err != nil {
 		return nil, err
@@ -300,15 +317,6 @@ func (b *bench) namespaces(ctx context.Context, prefix string, count int) ([]str
 	return names, drop, nil
 }
 
-// comparison prints the header of a table of ours against kcm and returns
-// the function that prints a row of it.
-func (b *bench) comparison() func(name string, ours, kcm float64) {
-	fmt.Fprintf(b.out, "%-34s %-22s %-22s %s\n", "", "ours (TrainJob)", "kcm (batch Job)", "ours/kcm")
-	return func(name string, a, c float64) {
-		fmt.Fprintf(b.out, "%-34s %-22s %-22s %.2f\n", name, secs(a), secs(c), ratio(a, c))
-	}
-}
-
 // dropNamespaces deletes namespaces and waits until they are gone, so the
 // next scenario starts on a quiet cluster.
 func (b *bench) dropNamespaces(ctx context.Context, names ...string) error {
@@ -353,13 +361,18 @@ func (b *bench) createAll(ctx context.Context, what string, objs []client.Object
 // as done (a past participle: "created"); it stops at ctx's end and
 // returns the first error.
 func (b *bench) forAll(ctx context.Context, done, what string, objs []client.Object, fn func(client.Object) error) error {
+	return b.forAllWith(ctx, 16, done, what, objs, fn)
+}
+
+// forAllWith is forAll with workers workers.
+func (b *bench) forAllWith(ctx context.Context, workers int, done, what string, objs []client.Object, fn func(client.Object) error) error {
 	var mu sync.Mutex
 	var firstErr error
 	next := make(chan client.Object)
 	var wg sync.WaitGroup
 	count := 0
 	start := time.Now()
-	for range 16 {
+	for range workers {
 		wg.Go(func() {
 			for o := range next {
 				err := fn(o)

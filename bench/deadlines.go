@@ -25,12 +25,13 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
-	utiltesting "github.com/trainjob-operator/trainjob-operator/internal/util/testing"
 )
 
 // firstDeadline is the shortest deadline of B2, in seconds; the others are
@@ -60,7 +61,7 @@ type deadlineResult struct {
 	QPS    float64            `json:"qps"`
 	Burst  int                `json:"burst"`
 	Sides  []deadlineSide     `json:"sides"`
-	Ratios map[string]float64 `json:"ratiosOursToKCM"`
+	Ratios map[string]float64 `json:"ratios"`
 }
 
 // deadlineTrack is what the bench saw of one object with a deadline.
@@ -70,7 +71,10 @@ type deadlineTrack struct {
 	early    bool
 	pods     map[string]bool // Pods not gone yet
 	podsSeen bool
-	podsGone time.Time
+	// lastDeleted is the last deletion of a Pod seen: the failure can
+	// arrive after the Pods' deletions.
+	lastDeleted time.Time
+	podsGone    time.Time
 }
 
 type deadlineTracker struct {
@@ -104,6 +108,9 @@ func (t *deadlineTracker) observe(ev event) {
 	if exceeded && o.enforced.IsZero() {
 		o.enforced = ev.At
 		o.early = !o.due.IsZero() && ev.At.Before(o.due)
+		if o.podsSeen && len(o.pods) == 0 {
+			o.podsGone = o.lastDeleted
+		}
 	}
 }
 
@@ -118,6 +125,7 @@ func (t *deadlineTracker) observePod(ev event) {
 	o := t.get(name)
 	if ev.Type == watch.Deleted {
 		delete(o.pods, pod.Name)
+		o.lastDeleted = ev.At
 		if len(o.pods) == 0 && !o.enforced.IsZero() {
 			o.podsGone = ev.At
 		}
@@ -166,41 +174,76 @@ func jobDeadline(o client.Object) (*time.Time, bool) {
 	return start, false
 }
 
-// deadlines is B2: N running objects with active deadlines spread over a
-// minute; how far from its deadline is each failed, and when are its Pods
-// gone; ours against kube-controller-manager's Job controller.
-func (b *bench) deadlines(ctx context.Context) (any, error) {
+// kubeflowDeadline reads a TrainJob's deadline as Kubeflow Trainer v2.3
+// enforces it: counted from the TrainJob's creation, or from its last
+// resume (the Suspended condition turning False).
+func kubeflowDeadline(o client.Object) (*time.Time, bool) {
+	tj := o.(*trainer.TrainJob)
+	start := tj.CreationTimestamp.Time
+	if c := meta.FindStatusCondition(tj.Status.Conditions, trainer.TrainJobSuspended); c != nil && c.Status == metav1.ConditionFalse {
+		start = c.LastTransitionTime.Time
+	}
+	_, exceeded := trainJobDeadline(o)
+	return &start, exceeded
+}
+
+// deadlineScenario is B2: N running objects with active deadlines spread
+// over a minute; how far from its deadline is each failed, and when are
+// its Pods gone, on each side.
+func (b *bench) deadlineScenario() sidedScenario {
+	return sidedScenario{
+		name:  "b2",
+		sides: []string{ours, them, kubeflow},
+		side: func(ctx context.Context, side string) (any, error) {
+			n := b.c.deadlineN
+			b.logf("B2 deadline accuracy, %s: %d %s, running, with deadlines of %ds to %ds", side, n, objects(side), firstDeadline, firstDeadline+59)
+			if err := b.ensureNodes(ctx, n); err != nil {
+				return nil, err
+			}
+			return b.deadlineSide(ctx, side, n)
+		},
+		report: b.deadlineReport,
+	}
+}
+
+func (b *bench) deadlineReport(results map[string]any) (any, error) {
 	n := b.c.deadlineN
-	b.logf("B2 deadline accuracy: %d TrainJobs, then %d batch Jobs, running, with deadlines of %ds to %ds", n, n, firstDeadline, firstDeadline+59)
-	if err := b.ensureNodes(ctx, n); err != nil {
-		return nil, err
-	}
 	res := deadlineResult{N: n, Spread: fmt.Sprintf("%ds + (i mod 60)s", firstDeadline), QPS: b.qps, Burst: b.burst}
-	for _, side := range []string{ours, them} {
-		s, err := b.deadlineSide(ctx, side, n)
-		if err != nil {
-			return nil, err
-		}
-		res.Sides = append(res.Sides, s)
+	var sides []string
+	res.Sides, sides = measured[deadlineSide](results)
+	figures := figures{}
+	put := figures.put
+	samples := map[string][]float64{}
+	for _, s := range res.Sides {
+		side := s.Controller
+		put("|failed − deadline|, p50", side, s.Error.P50)
+		put("|failed − deadline|, p99", side, s.Error.P99)
+		put("|failed − deadline|, max", side, s.Error.Max)
+		put("last Pod gone − deadline, p50", side, s.PodsGone.P50)
+		put("last Pod gone − deadline, p99", side, s.PodsGone.P99)
+		put("last Pod gone − deadline, max", side, s.PodsGone.Max)
+		put("early", side, float64(s.Early))
+		put("missed", side, float64(s.Missed))
+		samples[side+" ("+s.Objects+")"] = s.ErrorSamples
 	}
-	o, k := res.Sides[0], res.Sides[1]
-	res.Ratios = map[string]float64{
-		"p50": ratio(o.Error.P50, k.Error.P50), "p99": ratio(o.Error.P99, k.Error.P99), "max": ratio(o.Error.Max, k.Error.Max),
-		"podsGoneP50": ratio(o.PodsGone.P50, k.PodsGone.P50), "podsGoneP99": ratio(o.PodsGone.P99, k.PodsGone.P99),
+	if len(sides) == 0 {
+		return nil, fmt.Errorf("no side measured")
 	}
-	fmt.Fprintf(b.out, "\nB2 deadline accuracy: N=%d, deadlines %ds–%ds after start, client QPS %v / burst %d for both\n", n, firstDeadline, firstDeadline+59, b.qps, b.burst)
-	row := b.comparison()
-	row("|failed − deadline|, p50", o.Error.P50, k.Error.P50)
-	row("|failed − deadline|, p99", o.Error.P99, k.Error.P99)
-	row("|failed − deadline|, max", o.Error.Max, k.Error.Max)
-	row("last Pod gone − deadline, p50", o.PodsGone.P50, k.PodsGone.P50)
-	row("last Pod gone − deadline, p99", o.PodsGone.P99, k.PodsGone.P99)
-	row("last Pod gone − deadline, max", o.PodsGone.Max, k.PodsGone.Max)
-	fmt.Fprintf(b.out, "%-34s %-22s %-22s\n\n", "early / missed", fmt.Sprintf("%d / %d", o.Early, o.Missed), fmt.Sprintf("%d / %d", k.Early, k.Missed))
+	res.Ratios = ratios(sides, figures)
+	fmt.Fprintf(b.out, "\nB2 deadline accuracy: N=%d, deadlines %ds–%ds after start (Kubeflow Trainer: after creation, as it counts them), client QPS %v / burst %d for every controller\n",
+		n, firstDeadline, firstDeadline+59, b.qps, b.burst)
+	row := b.table(sides)
+	for _, f := range []string{"|failed − deadline|, p50", "|failed − deadline|, p99", "|failed − deadline|, max",
+		"last Pod gone − deadline, p50", "last Pod gone − deadline, p99", "last Pod gone − deadline, max"} {
+		row(f, secs, figures[f])
+	}
+	count := func(v float64) string { return fmt.Sprintf("%.0f", v) }
+	row("early", count, figures["early"])
+	row("missed", count, figures["missed"])
+	fmt.Fprintln(b.out)
 	err := cdfPlot(filepath.Join(b.c.out, "b2.png"),
 		fmt.Sprintf("B2 deadline accuracy: %d objects, deadlines %d–%ds (QPS %v)", n, firstDeadline, firstDeadline+59, b.qps),
-		"|failed − (startTime + deadline)|, seconds",
-		map[string][]float64{ours + " (TrainJob)": o.ErrorSamples, them + " (batch Job)": k.ErrorSamples})
+		"|failed − due time|, seconds", samples)
 	return res, err
 }
 
@@ -216,29 +259,29 @@ func (b *bench) deadlineSide(ctx context.Context, side string, n int) (deadlineS
 	tr := &deadlineTracker{objs: map[string]*deadlineTrack{}, deadline: map[string]time.Duration{}}
 	objs := make([]client.Object, n)
 	var list func() client.ObjectList
-	what := "TrainJobs"
+	what := objects(side)
 	for i := range objs {
 		deadline := int64(firstDeadline + i%60)
-		switch side {
-		case ours:
-			name := fmt.Sprintf("tj-%05d", i)
-			objs[i] = utiltesting.MakeTrainJob(name, ns).NumNodes(1).Command("torchrun", "train.py").
-				Annotation(completeAt, "1h").Deadline(deadline).Obj()
-			tr.deadline[name] = time.Duration(deadline) * time.Second
-		default:
+		if side == them {
 			name := fmt.Sprintf("job-%05d", i)
 			objs[i] = batchJob(name, ns, "1h", func(j *batchv1.Job) { j.Spec.ActiveDeadlineSeconds = ptr.To(deadline) })
 			tr.deadline[name] = time.Duration(deadline) * time.Second
+			continue
 		}
+		name := fmt.Sprintf("tj-%05d", i)
+		objs[i] = benchTrainJob(name, ns, b.c.runtime, 1, "1h").Deadline(deadline).Obj()
+		tr.deadline[name] = time.Duration(deadline) * time.Second
 	}
 	switch side {
-	case ours:
-		tr.read, list = trainJobDeadline, func() client.ObjectList { return &trainer.TrainJobList{} }
-		tr.owner = func(p *corev1.Pod) string { return p.Labels[trainer.TrainJobNameLabel] }
-	default:
-		what = "batch Jobs"
+	case them:
 		tr.read, list = jobDeadline, func() client.ObjectList { return &batchv1.JobList{} }
 		tr.owner = func(p *corev1.Pod) string { return p.Labels[batchv1.JobNameLabel] }
+	case kubeflow:
+		tr.read, list = kubeflowDeadline, func() client.ObjectList { return &trainer.TrainJobList{} }
+		tr.owner = trainJobOf
+	default:
+		tr.read, list = trainJobDeadline, func() client.ObjectList { return &trainer.TrainJobList{} }
+		tr.owner = trainJobOf
 	}
 	if err := b.watchAll(wctx, ns, list, tr.observe); err != nil {
 		return deadlineSide{}, err

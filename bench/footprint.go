@@ -36,7 +36,6 @@ import (
 
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
 	"github.com/trainjob-operator/trainjob-operator/internal/dev"
-	utiltesting "github.com/trainjob-operator/trainjob-operator/internal/util/testing"
 )
 
 type footprintPoint struct {
@@ -67,30 +66,43 @@ type footprintPoint struct {
 type footprintResult struct {
 	Note   string           `json:"note"`
 	Points []footprintPoint `json:"points"`
+	// KubeflowPoints are Kubeflow Trainer's and JobSet's together: RSS and
+	// CPU of both, heap of Kubeflow Trainer (JobSet serves no metrics
+	// here).
+	KubeflowPoints []footprintPoint   `json:"kubeflowPoints,omitempty"`
+	Ratios         map[string]float64 `json:"ratios,omitempty"`
 }
 
-// footprint is B4: the manager's memory and CPU with 1k, 5k and 10k
-// finished TrainJobs (and their Jobs) in its caches.
-func (b *bench) footprint(ctx context.Context) (any, error) {
+// footprintScenario is B4: the controllers' memory and CPU with 1k, 5k and
+// 10k finished TrainJobs (and their children) in their caches: the
+// manager's, or Kubeflow Trainer's and JobSet's together.
+func (b *bench) footprintScenario() sidedScenario {
+	return sidedScenario{name: "b4", sides: []string{ours, kubeflow}, side: b.footprintSide, report: b.footprintReport}
+}
+
+func (b *bench) footprintSide(ctx context.Context, side string) (any, error) {
 	sizes := b.c.sizes
-	b.logf("B4 footprint: the manager's RSS and CPU with %v finished TrainJobs in its cache", sizes)
+	b.logf("B4 footprint, %s: RSS and CPU with %v finished TrainJobs in its cache", side, sizes)
 	if err := b.ensureNodes(ctx, 200); err != nil {
 		return nil, err
 	}
-	// A fresh manager, so the figures are of these TrainJobs alone.
+	// A fresh manager, so the figures are of these TrainJobs alone (the
+	// Kubeflow side runs first on its fresh controllers).
 	args := b.managerArgs()
 	pprofPort := 0
-	if b.c.pprof {
+	if side == ours && b.c.pprof {
 		var err error
 		if pprofPort, err = dev.FreePort(); err != nil {
 			return nil, err
 		}
 		args = append(args, fmt.Sprintf("--pprof-bind-address=127.0.0.1:%d", pprofPort))
 	}
-	if err := b.restartManager(ctx, args...); err != nil {
-		return nil, err
+	if side == ours {
+		if err := b.restartManager(ctx, args...); err != nil {
+			return nil, err
+		}
 	}
-	if b.c.pprof {
+	if side == ours && b.c.pprof {
 		// The next scenario's manager serves no profiles.
 		defer func() {
 			if err := b.restartManager(context.Background(), b.managerArgs()...); err != nil {
@@ -125,8 +137,8 @@ func (b *bench) footprint(ctx context.Context) (any, error) {
 		}
 		return namespaces[i/perNamespace], nil
 	}
-	res := footprintResult{Note: fmt.Sprintf("finished TrainJobs of 1 node, ttlSecondsAfterFinished 1 day, %d to a namespace: each keeps its Job and Pod", perNamespace)}
-	p0, err := b.sampleManager(ctx)
+	var points []footprintPoint
+	p0, err := b.sample(ctx, side)
 	if err != nil {
 		return nil, err
 	}
@@ -134,7 +146,7 @@ func (b *bench) footprint(ctx context.Context) (any, error) {
 		// A manager just started, with nothing to do, is at rest.
 		p0.RestRSSMiB, p0.RestHeapMiB = p0.RSSMiB, p0.HeapMiB
 	}
-	res.Points = append(res.Points, p0)
+	points = append(points, p0)
 	b.logf("  0 TrainJobs: RSS %.1f MiB, heap %.1f MiB, CPU %.1fs", p0.RSSMiB, p0.HeapMiB, p0.CPUSeconds)
 	have := 0
 	for _, size := range sizes {
@@ -147,15 +159,14 @@ func (b *bench) footprint(ctx context.Context) (any, error) {
 			if err != nil {
 				return nil, err
 			}
-			objs = append(objs, utiltesting.MakeTrainJob(fmt.Sprintf("tj-%05d", i), ns).NumNodes(1).
-				Command("torchrun", "train.py").Annotation(completeAt, "1s").TTL(86400).Obj())
+			objs = append(objs, benchTrainJob(fmt.Sprintf("tj-%05d", i), ns, b.c.runtime, 1, "1s").TTL(86400).Obj())
 		}
 		stepStart, cpuBefore := time.Now(), b.clusterCPU()
 		if err := b.createAll(ctx, "TrainJobs", objs); err != nil {
 			return nil, err
 		}
 		var cpuProfile chan error
-		if b.c.pprof {
+		if side == ours && b.c.pprof {
 			cpuProfile = make(chan error, 1)
 			go func() {
 				cpuProfile <- b.saveProfile(ctx, pprofPort, "profile?seconds=60", fmt.Sprintf("b4-%d-cpu.pprof", size))
@@ -175,7 +186,7 @@ func (b *bench) footprint(ctx context.Context) (any, error) {
 		stepEnd := time.Now()
 		stepSeconds, cpuAfter := stepEnd.Sub(stepStart).Seconds(), b.clusterCPU()
 		time.Sleep(15 * time.Second) // let the manager settle
-		p, err := b.sampleManager(ctx)
+		p, err := b.sample(ctx, side)
 		if err != nil {
 			return nil, err
 		}
@@ -187,19 +198,19 @@ func (b *bench) footprint(ctx context.Context) (any, error) {
 			case <-ctx.Done():
 				return nil, ctx.Err()
 			}
-			r, err := b.sampleManager(ctx)
+			r, err := b.sample(ctx, side)
 			if err != nil {
 				return nil, err
 			}
 			p.RestRSSMiB, p.RestHeapMiB = r.RSSMiB, r.HeapMiB
 		}
-		if b.c.pprof {
+		if cpuProfile != nil {
 			if err := errors.Join(<-cpuProfile, b.saveProfile(ctx, pprofPort, "heap", fmt.Sprintf("b4-%d-heap.pprof", size))); err != nil {
 				b.logf("  profiles: %v", err)
 			}
 		}
 		p.TrainJobs = size
-		p.CPUSecondsStep = p.CPUSeconds - res.Points[len(res.Points)-1].CPUSeconds
+		p.CPUSecondsStep = p.CPUSeconds - points[len(points)-1].CPUSeconds
 		p.StepSeconds = stepSeconds
 		p.ClusterCPUSecondsStep = map[string]float64{}
 		for name, after := range cpuAfter {
@@ -207,36 +218,115 @@ func (b *bench) footprint(ctx context.Context) (any, error) {
 				p.ClusterCPUSecondsStep[name] = after - before
 			}
 		}
-		res.Points = append(res.Points, p)
+		points = append(points, p)
 		if b.c.rest > 0 {
 			b.logf("  %d TrainJobs, at rest: RSS %.1f MiB, heap %.1f MiB", size, p.RestRSSMiB, p.RestHeapMiB)
 		}
 		b.logf("  %d TrainJobs: CPU %.1fs (%.1fs for this step); the step took %.0fs, CPU seconds of each process: %s",
 			size, p.CPUSeconds, p.CPUSecondsStep, stepSeconds, cpuShares(p.ClusterCPUSecondsStep))
 	}
-	fmt.Fprintf(b.out, "\nB4 footprint of the manager (finished TrainJobs with their Job and Pod in the cluster)\n")
-	fmt.Fprintf(b.out, "%-12s %-10s %-11s %-12s %-20s %s\n", "TrainJobs", "RSS MiB", "heap MiB", "CPU s", "CPU s for the step", "at rest: RSS, heap MiB")
-	var rss, heap, restRSS, restHeap plotter.XYs
-	for _, p := range res.Points {
-		rest := "-"
-		if b.c.rest > 0 {
-			rest = fmt.Sprintf("%.1f, %.1f (%s after)", p.RestRSSMiB, p.RestHeapMiB, b.c.rest)
-			restRSS = append(restRSS, plotter.XY{X: float64(p.TrainJobs), Y: p.RestRSSMiB})
-			restHeap = append(restHeap, plotter.XY{X: float64(p.TrainJobs), Y: p.RestHeapMiB})
+	return points, nil
+}
+
+func (b *bench) footprintReport(results map[string]any) (any, error) {
+	res := footprintResult{Note: fmt.Sprintf("finished TrainJobs of 1 node (ttlSecondsAfterFinished 1 day on this project's side; Kubeflow Trainer has none), %d to a namespace: each keeps its Job and Pod", perNamespace)}
+	res.Points, _ = results[ours].([]footprintPoint)
+	res.KubeflowPoints, _ = results[kubeflow].([]footprintPoint)
+	var ss []series
+	for _, side := range []struct {
+		name, label string
+		points      []footprintPoint
+	}{{ours, "the manager", res.Points}, {kubeflow, "Kubeflow Trainer + JobSet (heap: Kubeflow Trainer's)", res.KubeflowPoints}} {
+		if side.points == nil {
+			continue
 		}
-		fmt.Fprintf(b.out, "%-12d %-10.1f %-11.1f %-12.1f %-20.1f %s\n", p.TrainJobs, p.RSSMiB, p.HeapMiB, p.CPUSeconds, p.CPUSecondsStep, rest)
-		rss = append(rss, plotter.XY{X: float64(p.TrainJobs), Y: p.RSSMiB})
-		heap = append(heap, plotter.XY{X: float64(p.TrainJobs), Y: p.HeapMiB})
+		fmt.Fprintf(b.out, "\nB4 footprint of %s (finished TrainJobs with their children in the cluster)\n", side.label)
+		fmt.Fprintf(b.out, "%-12s %-10s %-11s %-12s %-20s %s\n", "TrainJobs", "RSS MiB", "heap MiB", "CPU s", "CPU s for the step", "at rest: RSS, heap MiB")
+		var rss, heap, restRSS plotter.XYs
+		for _, p := range side.points {
+			rest := "-"
+			if b.c.rest > 0 {
+				rest = fmt.Sprintf("%.1f, %.1f (%s after)", p.RestRSSMiB, p.RestHeapMiB, b.c.rest)
+				restRSS = append(restRSS, plotter.XY{X: float64(p.TrainJobs), Y: p.RestRSSMiB})
+			}
+			fmt.Fprintf(b.out, "%-12d %-10.1f %-11.1f %-12.1f %-20.1f %s\n", p.TrainJobs, p.RSSMiB, p.HeapMiB, p.CPUSeconds, p.CPUSecondsStep, rest)
+			rss = append(rss, plotter.XY{X: float64(p.TrainJobs), Y: p.RSSMiB})
+			heap = append(heap, plotter.XY{X: float64(p.TrainJobs), Y: p.HeapMiB})
+		}
+		fmt.Fprintf(b.out, "\nCPU seconds of each process during each step (wall clock in brackets)\n")
+		for _, p := range side.points[1:] {
+			fmt.Fprintf(b.out, "%-12d (%.0fs) %s\n", p.TrainJobs, p.StepSeconds, cpuShares(p.ClusterCPUSecondsStep))
+		}
+		ss = append(ss, series{side.name + " RSS, 15 s after", rss}, series{side.name + " Go heap in use, 15 s after", heap})
+		if restRSS != nil {
+			ss = append(ss, series{side.name + " RSS at rest", restRSS})
+		}
 	}
-	fmt.Fprintf(b.out, "\nCPU seconds of each process during each step (wall clock in brackets)\n")
-	for _, p := range res.Points[1:] {
-		fmt.Fprintf(b.out, "%-12d (%.0fs) %s\n", p.TrainJobs, p.StepSeconds, cpuShares(p.ClusterCPUSecondsStep))
+	if res.Points != nil && res.KubeflowPoints != nil {
+		figures := figures{}
+		fmt.Fprintf(b.out, "\nMemory, ours against Kubeflow Trainer + JobSet\n")
+		row := b.table([]string{ours, kubeflow})
+		mib := func(v float64) string { return fmt.Sprintf("%.1f MiB", v) }
+		for i, p := range res.Points {
+			if i >= len(res.KubeflowPoints) || p.TrainJobs == 0 {
+				continue
+			}
+			k := res.KubeflowPoints[i]
+			name := fmt.Sprintf("RSS with %d TrainJobs", p.TrainJobs)
+			figures[name] = map[string]float64{ours: p.RSSMiB, kubeflow: k.RSSMiB}
+			row(name, mib, figures[name])
+			if b.c.rest > 0 {
+				name := fmt.Sprintf("RSS at rest with %d TrainJobs", p.TrainJobs)
+				figures[name] = map[string]float64{ours: p.RestRSSMiB, kubeflow: k.RestRSSMiB}
+				row(name, mib, figures[name])
+			}
+		}
+		res.Ratios = ratios([]string{ours, kubeflow}, figures)
 	}
 	fmt.Fprintln(b.out)
-	err = linePlot(filepath.Join(b.c.out, "b4.png"), "B4 manager footprint with finished TrainJobs cached",
-		"TrainJobs (each with its Job and Pod)", "MiB", []series{{"RSS, 15 s after", rss}, {"Go heap in use, 15 s after", heap},
-			{"RSS at rest", restRSS}, {"Go heap in use at rest", restHeap}})
+	err := linePlot(filepath.Join(b.c.out, "b4.png"), "B4 controllers' footprint with finished TrainJobs cached",
+		"TrainJobs (each with its Job and Pod)", "MiB", ss)
 	return res, err
+}
+
+// sample reads the side's controllers' RSS and CPU time.
+func (b *bench) sample(ctx context.Context, side string) (footprintPoint, error) {
+	if side == ours {
+		return b.sampleManager(ctx)
+	}
+	var p footprintPoint
+	for _, pid := range []int{b.kf.TrainerPID, b.kf.JobSetPID} {
+		rss, err := rssMiB(pid)
+		if err != nil {
+			return p, err
+		}
+		cpu, err := cpuSeconds(pid)
+		if err != nil {
+			return p, err
+		}
+		p.RSSMiB, p.CPUSeconds = p.RSSMiB+rss, p.CPUSeconds+cpu
+	}
+	m, err := scrape(ctx, fmt.Sprintf("http://127.0.0.1:%d/metrics", b.kf.TrainerMetricsPort))
+	if err != nil {
+		return p, err
+	}
+	p.HeapMiB = m.Sum("go_memstats_heap_inuse_bytes", nil) / (1 << 20)
+	return p, nil
+}
+
+// rssMiB is process pid's resident memory, from /proc.
+func rssMiB(pid int) (float64, error) {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, _ := strconv.ParseFloat(f[1], 64)
+			return kb / 1024, nil
+		}
+	}
+	return 0, fmt.Errorf("/proc/%d/status has no VmRSS", pid)
 }
 
 // sampleManager reads the manager's RSS and CPU time from /proc and its
@@ -247,15 +337,8 @@ func (b *bench) sampleManager(ctx context.Context) (footprintPoint, error) {
 		return footprintPoint{}, err
 	}
 	var p footprintPoint
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
+	if p.RSSMiB, err = rssMiB(pid); err != nil {
 		return p, err
-	}
-	for _, line := range strings.Split(string(status), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
-			kb, _ := strconv.ParseFloat(f[1], 64)
-			p.RSSMiB = kb / 1024
-		}
 	}
 	if p.CPUSeconds, err = cpuSeconds(pid); err != nil {
 		return p, err
@@ -324,6 +407,9 @@ func (b *bench) clusterCPU() map[string]float64 {
 		pids = map[string]int{}
 	}
 	pids["bench"] = os.Getpid()
+	if b.kf != nil {
+		pids["kubeflow-trainer"], pids["jobset"] = b.kf.TrainerPID, b.kf.JobSetPID
+	}
 	for name, pid := range pids {
 		if s, err := cpuSeconds(pid); err == nil {
 			out[name] = s

@@ -34,6 +34,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -43,6 +44,9 @@ import (
 type config struct {
 	root, out  string
 	scenarios  map[string]bool
+	sides      map[string]bool
+	burstN     int
+	suspendN   int
 	ttlN       int
 	ttlSeconds int
 	deadlineN  int
@@ -61,12 +65,15 @@ type config struct {
 
 func main() {
 	var c config
-	var scenarios, rates, sizes string
+	var scenarios, rates, sizes, sides string
 	var full bool
 	flag.StringVar(&c.root, "root", "..", "The repository: its .dev cluster (make dev-up) is benchmarked.")
 	flag.StringVar(&c.out, "out", "", "Directory for the JSON and PNG results. Default <root>/bench/results.")
-	flag.StringVar(&scenarios, "scenarios", "b1,b2,b3,b4", "Scenarios to run, comma-separated.")
-	flag.BoolVar(&full, "full", false, "Full sizes: B1 N=10000, B2 N=1000, B3 rates 4 to 32 per second for 3m each, B4 1k/5k/10k sampled at rest after 3m as well.")
+	flag.StringVar(&scenarios, "scenarios", "limit,b1,b2,b3,b4,burst,suspend", "Scenarios to run, comma-separated: limit (a bare client's, on the same API server), b1, b2, b3, b4, burst, suspend.")
+	flag.StringVar(&sides, "sides", "ours,kcm", "Sides to compare, comma-separated: ours (trainjob-operator), kcm (kube-controller-manager with batch Jobs), kubeflow (Kubeflow Trainer v2.3 and JobSet v0.12, run in the manager's place, built the first time; not in B1 and B4).")
+	flag.BoolVar(&full, "full", false, "Full sizes: B1 N=10000, B2 N=1000, B3 rates 4 to 32 per second for 3m each, B4 1k/5k/10k sampled at rest after 3m as well, burst and suspend N=1000.")
+	flag.IntVar(&c.burstN, "burst-n", 300, "burst: TrainJobs (and batch Jobs) of one Pod created at once.")
+	flag.IntVar(&c.suspendN, "suspend-n", 200, "suspend: running TrainJobs (and batch Jobs) of one Pod suspended at once, then resumed.")
 	flag.IntVar(&c.ttlN, "ttl-n", 1000, "B1: TrainJobs (and batch Jobs) finishing together.")
 	flag.IntVar(&c.ttlSeconds, "ttl-seconds", 10, "B1: their ttlSecondsAfterFinished.")
 	flag.IntVar(&c.deadlineN, "deadline-n", 300, "B2: running TrainJobs (and batch Jobs) with deadlines.")
@@ -100,10 +107,22 @@ func main() {
 	c.scenarios = map[string]bool{}
 	for _, s := range strings.Split(scenarios, ",") {
 		s = strings.TrimSpace(strings.ToLower(s))
-		if s != "b1" && s != "b2" && s != "b3" && s != "b4" {
-			fail(fmt.Errorf("-scenarios: unknown scenario %q (b1, b2, b3, b4)", s))
+		if !slices.Contains([]string{"limit", "b1", "b2", "b3", "b4", "burst", "suspend"}, s) {
+			fail(fmt.Errorf("-scenarios: unknown scenario %q (limit, b1, b2, b3, b4, burst, suspend)", s))
 		}
 		c.scenarios[s] = true
+	}
+	c.sides = map[string]bool{}
+	for _, s := range strings.Split(sides, ",") {
+		s = strings.TrimSpace(strings.ToLower(s))
+		i := slices.IndexFunc(sideNames, func(n struct{ flag, side string }) bool { return n.flag == s })
+		if i < 0 {
+			fail(fmt.Errorf("-sides: unknown side %q (ours, kcm, kubeflow)", s))
+		}
+		c.sides[sideNames[i].side] = true
+	}
+	if !c.sides[ours] {
+		fail(fmt.Errorf("-sides: ours is what the bench measures; compare it with kcm, kubeflow or both"))
 	}
 	var err error
 	if c.rates, err = parseList(rates, strconv.ParseFloat); err != nil {
@@ -115,7 +134,7 @@ func main() {
 	for _, n := range []struct {
 		name  string
 		value int
-	}{{"ttl-n", c.ttlN}, {"deadline-n", c.deadlineN}, {"ttl-seconds", c.ttlSeconds}} {
+	}{{"ttl-n", c.ttlN}, {"deadline-n", c.deadlineN}, {"ttl-seconds", c.ttlSeconds}, {"burst-n", c.burstN}, {"suspend-n", c.suspendN}} {
 		if n.value < 1 {
 			fail(fmt.Errorf("-%s must be at least 1", n.name))
 		}
@@ -152,33 +171,98 @@ func run(ctx context.Context, c config) error {
 		name string
 		run  func(context.Context) (any, error)
 	}{
+		// The limit first: B1 and burst compare with it.
+		{"limit", b.limit},
 		{"b1", b.ttlStorm},
-		{"b2", b.deadlines},
-		{"b3", b.throughput},
-		{"b4", b.footprint},
 	}
+	// B4 first: on the Kubeflow side it measures controllers just started,
+	// as the manager is restarted for it.
+	sided := []sidedScenario{b.footprintScenario(), b.deadlineScenario(), b.throughputScenario(), b.burstScenario(), b.suspendScenario()}
 	var errs []error
+	record := func(name string, start time.Time, minutes float64, r any) error {
+		if err := writeJSON(filepath.Join(c.out, name+".json"), r); err != nil {
+			return err
+		}
+		runs[name] = scenarioRun{
+			Date: start.UTC().Format(time.RFC3339), Minutes: minutes, Source: version, Args: os.Args[1:],
+			TrainJobWorkers: b.trainJobWorkers,
+		}
+		b.logf("%s done in %.0f minutes; results in %s", name, minutes, c.out)
+		return nil
+	}
 	for _, s := range steps {
-		if !c.scenarios[s.name] {
+		if !c.scenarios[s.name] || ctx.Err() != nil {
 			continue
+		}
+		if c.sides[kubeflow] && s.name == "b1" {
+			b.logf("b1 has no Kubeflow side (Kubeflow Trainer has no TrainJob TTL): ours and kcm only")
 		}
 		start := time.Now()
 		r, err := s.run(ctx)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", s.name, err))
-			if ctx.Err() != nil {
-				break
-			}
 			continue
 		}
-		if err := writeJSON(filepath.Join(c.out, s.name+".json"), r); err != nil {
+		if err := record(s.name, start, time.Since(start).Minutes(), r); err != nil {
 			return err
 		}
-		runs[s.name] = scenarioRun{
-			Date: start.UTC().Format(time.RFC3339), Minutes: time.Since(start).Minutes(), Source: version, Args: os.Args[1:],
-			TrainJobWorkers: b.trainJobWorkers,
+	}
+
+	// Each side of the sided scenarios, the Kubeflow ones last, together.
+	results := map[string]map[string]any{}
+	started := map[string]time.Time{}
+	minutes := map[string]float64{}
+	measure := func(ctx context.Context, s sidedScenario, side string) {
+		if _, ok := started[s.name]; !ok {
+			started[s.name] = time.Now()
 		}
-		b.logf("%s done in %s; results in %s", s.name, time.Since(start).Round(time.Second), c.out)
+		start := time.Now()
+		r, err := s.side(ctx, side)
+		minutes[s.name] += time.Since(start).Minutes()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s, %s: %w", s.name, side, err))
+			return
+		}
+		if results[s.name] == nil {
+			results[s.name] = map[string]any{}
+		}
+		results[s.name][side] = r
+	}
+	for _, s := range sided {
+		for _, side := range b.sidesOf(s) {
+			if c.scenarios[s.name] && side != kubeflow && ctx.Err() == nil {
+				measure(ctx, s, side)
+			}
+		}
+	}
+	onKubeflow := slices.ContainsFunc(sided, func(s sidedScenario) bool {
+		return c.scenarios[s.name] && slices.Contains(b.sidesOf(s), kubeflow)
+	})
+	if onKubeflow && ctx.Err() == nil {
+		err := b.onKubeflow(ctx, func(ctx context.Context) error {
+			for _, s := range sided {
+				if c.scenarios[s.name] && slices.Contains(b.sidesOf(s), kubeflow) && ctx.Err() == nil {
+					measure(ctx, s, kubeflow)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("the Kubeflow side: %w", err))
+		}
+	}
+	for _, s := range sided {
+		if results[s.name] == nil {
+			continue
+		}
+		r, err := s.report(results[s.name])
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", s.name, err))
+			continue
+		}
+		if err := record(s.name, started[s.name], minutes[s.name], r); err != nil {
+			return err
+		}
 	}
 	if err := writeJSON(filepath.Join(c.out, "machine.json"), machine); err != nil {
 		return err

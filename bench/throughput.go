@@ -29,6 +29,7 @@ import (
 	"gonum.org/v1/plot/plotter"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -36,7 +37,6 @@ import (
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
 	"github.com/trainjob-operator/trainjob-operator/internal/controller/trainjob"
 	"github.com/trainjob-operator/trainjob-operator/internal/dev"
-	utiltesting "github.com/trainjob-operator/trainjob-operator/internal/util/testing"
 )
 
 // B3 settings: TrainJobs of 2 nodes whose Pods run a few seconds, deleted as
@@ -86,61 +86,84 @@ type throughputResult struct {
 	Goal         string     `json:"goal"`
 	Steps        []rateStep `json:"steps"`
 	Highest      float64    `json:"highestSustainedRate"`
-	KCMSteps     []rateStep `json:"kubeControllerManagerSteps"`
-	KCMHighest   float64    `json:"kubeControllerManagerHighestSustainedRate"`
+	KCMSteps     []rateStep `json:"kubeControllerManagerSteps,omitempty"`
+	KCMHighest   float64    `json:"kubeControllerManagerHighestSustainedRate,omitempty"`
+	KFSteps      []rateStep `json:"kubeflowSteps,omitempty"`
+	KFHighest    float64    `json:"kubeflowHighestSustainedRate,omitempty"`
 	WritesPerObj float64    `json:"managerWritesPerTrainJob"`
 }
 
-// throughput is B3: TrainJobs created at rising rates; the highest rate
-// sustained with every Pod running within 5s (p99) and nothing left behind,
-// and the API requests of a TrainJob's life next to a batch Job's.
-func (b *bench) throughput(ctx context.Context) (any, error) {
-	b.logf("B3 throughput: TrainJobs of %d nodes on %s, Pods running %s, TTL 0, at %v per second, %s each", throughputNodes, b.c.runtime, throughputRun, b.c.rates, b.c.window)
-	maxObjs := int(slices.Max(b.c.rates)*b.c.window.Seconds()) * throughputNodes
-	if err := b.ensureNodes(ctx, maxObjs); err != nil {
-		return nil, err
+// throughputScenario is B3: objects created at rising rates, each side up
+// to the first rate it does not sustain (every Pod running within 5s, p99,
+// and nothing left behind), and the API requests of a TrainJob's life next
+// to a batch Job's.
+func (b *bench) throughputScenario() sidedScenario {
+	return sidedScenario{
+		name:  "b3",
+		sides: []string{ours, them, kubeflow},
+		side: func(ctx context.Context, side string) (any, error) {
+			b.logf("B3 throughput, %s: %s of %d Pods running %s, deleted once finished, at %v per second, %s each",
+				side, objects(side), throughputNodes, throughputRun, b.c.rates, b.c.window)
+			maxObjs := int(slices.Max(b.c.rates)*b.c.window.Seconds()) * throughputNodes
+			if err := b.ensureNodes(ctx, maxObjs); err != nil {
+				return nil, err
+			}
+			var steps []rateStep
+			for _, rate := range b.c.rates {
+				s, err := b.rateStep(ctx, side, rate)
+				if err != nil {
+					return nil, err
+				}
+				steps = append(steps, s)
+				if !s.Sustained {
+					break
+				}
+			}
+			return steps, nil
+		},
+		report: b.throughputReport,
 	}
-	res := throughputResult{Nodes: throughputNodes, Runtime: b.c.runtime, PodsRun: throughputRun, Goal: "p99 create → all Pods running < 5s, every TrainJob completed and deleted, nothing left"}
-	for _, rate := range b.c.rates {
-		s, err := b.rateStep(ctx, ours, rate)
-		if err != nil {
-			return nil, err
-		}
-		res.Steps = append(res.Steps, s)
+}
+
+// highest is the highest rate of steps sustained, every lower one too.
+func highest(steps []rateStep) float64 {
+	h := 0.0
+	for _, s := range steps {
 		if !s.Sustained {
 			break
 		}
-		res.Highest = rate
+		h = s.Rate
 	}
-	// kube-controller-manager with batch Jobs at the same rates, up to the
-	// first it does not sustain either.
-	for _, s := range slices.Clone(res.Steps) {
-		k, err := b.rateStep(ctx, them, s.Rate)
-		if err != nil {
-			return nil, err
-		}
-		res.KCMSteps = append(res.KCMSteps, k)
-		if !k.Sustained {
-			break
-		}
-		res.KCMHighest = k.Rate
-	}
-	kcmRate := res.Highest
-	if kcmRate == 0 {
-		kcmRate = b.c.rates[0]
-	}
-	var k rateStep
-	for _, s := range res.KCMSteps {
-		if s.Rate == kcmRate {
-			k = s
-		}
-	}
+	return h
+}
 
-	fmt.Fprintf(b.out, "\nB3 throughput: TrainJobs of %d nodes on %s, Pods run %s, TTL 0; goal p99 create→running < %s\n", throughputNodes, b.c.runtime, throughputRun, runningGoal)
+func (b *bench) throughputReport(results map[string]any) (any, error) {
+	res := throughputResult{Nodes: throughputNodes, Runtime: b.c.runtime, PodsRun: throughputRun, Goal: "p99 create → all Pods running < 5s, every object completed and deleted, nothing left"}
+	res.Steps, _ = results[ours].([]rateStep)
+	res.KCMSteps, _ = results[them].([]rateStep)
+	res.KFSteps, _ = results[kubeflow].([]rateStep)
+	res.Highest, res.KCMHighest, res.KFHighest = highest(res.Steps), highest(res.KCMSteps), highest(res.KFSteps)
+	// Requests per object at our highest sustained rate (or the first).
+	at := res.Highest
+	if at == 0 {
+		at = b.c.rates[0]
+	}
+	stepAt := func(steps []rateStep) rateStep {
+		for _, s := range steps {
+			if s.Rate == at {
+				return s
+			}
+		}
+		return rateStep{}
+	}
+	o, k := stepAt(res.Steps), stepAt(res.KCMSteps)
+
+	fmt.Fprintf(b.out, "\nB3 throughput: objects of %d Pods (TrainJobs on %s), Pods run %s, deleted once finished; goal p99 create→running < %s\n", throughputNodes, b.c.runtime, throughputRun, runningGoal)
 	fmt.Fprintf(b.out, "%-26s %-8s %-9s %-10s %-34s %-9s %-6s %-10s %s\n", "controller", "rate/s", "created", "completed", "create → all Pods running", "drain", "left", "sustained", "cores used: kube-apiserver, all")
 	var pts []series
 	line := map[string]plotter.XYs{}
-	for _, s := range append(slices.Clone(res.Steps), res.KCMSteps...) {
+	var names []string
+	for _, s := range slices.Concat(res.Steps, res.KCMSteps, res.KFSteps) {
 		all := 0.0
 		for _, v := range s.ClusterCPU {
 			all += v
@@ -148,59 +171,67 @@ func (b *bench) throughput(ctx context.Context) (any, error) {
 		fmt.Fprintf(b.out, "%-26s %-8g %-9d %-10d %-34s %-9s %-6d %-10t %.2f, %.2f\n", s.Controller, s.Rate, s.Created, s.Completed,
 			fmt.Sprintf("p50 %s p99 %s", secs(s.Running.P50), secs(s.Running.P99)), secs(s.Drain), s.LeftOver, s.Sustained,
 			s.ClusterCPU["kube-apiserver"]/s.Seconds, all/s.Seconds)
+		if line[s.Controller] == nil {
+			names = append(names, s.Controller)
+		}
 		line[s.Controller] = append(line[s.Controller], plotter.XY{X: s.Rate, Y: s.Running.P99})
 	}
-	for name, xy := range line {
-		pts = append(pts, series{name + " p99", xy})
+	for _, name := range names {
+		pts = append(pts, series{name + " p99", line[name]})
 	}
-	fmt.Fprintf(b.out, "highest rate sustained: %g TrainJobs/s; kube-controller-manager: %g batch Jobs/s\n", res.Highest, res.KCMHighest)
-
-	// Requests per object at the highest sustained rate (or the first).
-	var at rateStep
-	for _, s := range res.Steps {
-		if s.Rate == kcmRate {
-			at = s
-		}
+	fmt.Fprintf(b.out, "highest rate sustained: %g TrainJobs/s", res.Highest)
+	if res.KCMSteps != nil {
+		fmt.Fprintf(b.out, "; kube-controller-manager: %g batch Jobs/s", res.KCMHighest)
 	}
-	fmt.Fprintf(b.out, "\nAPI requests per object at %g/s:\n", kcmRate)
-	fmt.Fprintf(b.out, "  the manager, per TrainJob, by verb and resource:\n")
-	writes := 0.0
-	for _, key := range slices.Sorted(maps.Keys(at.ManagerRequests)) {
-		fmt.Fprintf(b.out, "    %-52s %.2f\n", key, at.ManagerRequests[key])
-		if verb, _, _ := strings.Cut(key, " "); verb != "get" && verb != "list" && verb != "watch" {
-			writes += at.ManagerRequests[key]
-		}
-	}
-	res.WritesPerObj = writes
-	fmt.Fprintf(b.out, "  the manager's writes per TrainJob: %.2f\n", writes)
-	for _, key := range slices.Sorted(maps.Keys(at.ManagerRefused)) {
-		fmt.Fprintf(b.out, "    of which refused, %-39s %.2f\n", key, at.ManagerRefused[key])
-	}
-	fmt.Fprintf(b.out, "  kube-controller-manager, by method: %-28s %s\n", "per TrainJob (its child Jobs)", "per batch Job")
-	for _, m := range []string{"GET", "POST", "PUT", "PATCH", "DELETE"} {
-		fmt.Fprintf(b.out, "    %-34s %-28.2f %.2f\n", m, at.KCMRequests[m], k.KCMRequests[m])
+	if res.KFSteps != nil {
+		fmt.Fprintf(b.out, "; Kubeflow Trainer: %g TrainJobs/s", res.KFHighest)
 	}
 	fmt.Fprintln(b.out)
-	err := linePlot(filepath.Join(b.c.out, "b3.png"), fmt.Sprintf("B3 create → all Pods running, p99 (TrainJobs of %d nodes; batch Jobs of %d Pods)", throughputNodes, throughputNodes),
+
+	if o.Controller != "" {
+		fmt.Fprintf(b.out, "\nAPI requests per object at %g/s:\n", at)
+		fmt.Fprintf(b.out, "  the manager, per TrainJob, by verb and resource:\n")
+		writes := 0.0
+		for _, key := range slices.Sorted(maps.Keys(o.ManagerRequests)) {
+			fmt.Fprintf(b.out, "    %-52s %.2f\n", key, o.ManagerRequests[key])
+			if verb, _, _ := strings.Cut(key, " "); verb != "get" && verb != "list" && verb != "watch" {
+				writes += o.ManagerRequests[key]
+			}
+		}
+		res.WritesPerObj = writes
+		fmt.Fprintf(b.out, "  the manager's writes per TrainJob: %.2f\n", writes)
+		for _, key := range slices.Sorted(maps.Keys(o.ManagerRefused)) {
+			fmt.Fprintf(b.out, "    of which refused, %-39s %.2f\n", key, o.ManagerRefused[key])
+		}
+		fmt.Fprintf(b.out, "  kube-controller-manager, by method: %-28s %s\n", "per TrainJob (its child Jobs)", "per batch Job")
+		for _, m := range []string{"GET", "POST", "PUT", "PATCH", "DELETE"} {
+			fmt.Fprintf(b.out, "    %-34s %-28.2f %.2f\n", m, o.KCMRequests[m], k.KCMRequests[m])
+		}
+	}
+	fmt.Fprintln(b.out)
+	err := linePlot(filepath.Join(b.c.out, "b3.png"), fmt.Sprintf("B3 create → all Pods running, p99 (objects of %d Pods)", throughputNodes),
 		"objects created per second", "seconds", pts)
 	return res, err
 }
 
-// podTracker records when all Pods of each object first ran.
+// podTracker records when all Pods of each object first ran, and when the
+// object finished.
 type podTracker struct {
-	mu        sync.Mutex
+	mu sync.Mutex
+	// pods is how many Pods an object runs.
+	pods      int
 	created   map[string]time.Time
 	running   map[string]map[string]bool
 	allAt     map[string]time.Time
-	completed map[string]bool
+	completed map[string]time.Time
 	gone      map[string]bool
 	owner     func(*corev1.Pod) string
 	finished  func(client.Object) bool
 }
 
-func newPodTracker(owner func(*corev1.Pod) string, finished func(client.Object) bool) *podTracker {
-	return &podTracker{created: map[string]time.Time{}, running: map[string]map[string]bool{}, allAt: map[string]time.Time{},
-		completed: map[string]bool{}, gone: map[string]bool{}, owner: owner, finished: finished}
+func newPodTracker(pods int, owner func(*corev1.Pod) string, finished func(client.Object) bool) *podTracker {
+	return &podTracker{pods: pods, created: map[string]time.Time{}, running: map[string]map[string]bool{}, allAt: map[string]time.Time{},
+		completed: map[string]time.Time{}, gone: map[string]bool{}, owner: owner, finished: finished}
 }
 
 func (t *podTracker) observePod(ev event) {
@@ -215,7 +246,7 @@ func (t *podTracker) observePod(ev event) {
 		t.running[name] = map[string]bool{}
 	}
 	t.running[name][pod.Name] = true
-	if _, done := t.allAt[name]; !done && len(t.running[name]) >= throughputNodes {
+	if _, done := t.allAt[name]; !done && len(t.running[name]) >= t.pods {
 		t.allAt[name] = ev.At
 	}
 }
@@ -223,8 +254,8 @@ func (t *podTracker) observePod(ev event) {
 func (t *podTracker) observe(ev event) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.finished(ev.Object) {
-		t.completed[ev.Object.GetName()] = true
+	if _, seen := t.completed[ev.Object.GetName()]; !seen && t.finished(ev.Object) {
+		t.completed[ev.Object.GetName()] = ev.At
 	}
 	if ev.Type == watch.Deleted {
 		t.gone[ev.Object.GetName()] = true
@@ -244,20 +275,8 @@ func (b *bench) rateStep(ctx context.Context, side string, rate float64) (rateSt
 	var tr *podTracker
 	var list func() client.ObjectList
 	var newObj func(i int) client.Object
-	switch side {
-	case ours:
-		tr = newPodTracker(func(p *corev1.Pod) string { return p.Labels[trainer.TrainJobNameLabel] },
-			func(o client.Object) bool {
-				c := o.(*trainer.TrainJob).FinishedCondition()
-				return c != nil && c.Type == trainer.TrainJobComplete
-			})
-		list = func() client.ObjectList { return &trainer.TrainJobList{} }
-		newObj = func(i int) client.Object {
-			return utiltesting.MakeTrainJob(fmt.Sprintf("tj-%05d", i), ns).RuntimeRef(trainer.ClusterTrainingRuntimeKind, b.c.runtime).
-				NumNodes(throughputNodes).Command("torchrun", "train.py").Annotation(completeAt, throughputRun).TTL(0).Obj()
-		}
-	default:
-		tr = newPodTracker(func(p *corev1.Pod) string { return p.Labels[batchv1.JobNameLabel] },
+	if side == them {
+		tr = newPodTracker(throughputNodes, func(p *corev1.Pod) string { return p.Labels[batchv1.JobNameLabel] },
 			func(o client.Object) bool {
 				f, _, ok := jobFinish(o)
 				return ok && !f.IsZero()
@@ -270,8 +289,27 @@ func (b *bench) rateStep(ctx context.Context, side string, rate float64) (rateSt
 				j.Spec.CompletionMode = ptr.To(batchv1.IndexedCompletion)
 			})
 		}
+	} else {
+		tr = newPodTracker(throughputNodes, trainJobOf, trainJobComplete)
+		list = func() client.ObjectList { return &trainer.TrainJobList{} }
+		newObj = func(i int) client.Object {
+			return benchTrainJob(fmt.Sprintf("tj-%05d", i), ns, b.c.runtime, throughputNodes, throughputRun).TTL(0).Obj()
+		}
 	}
-	if err := b.watchAll(wctx, ns, list, tr.observe); err != nil {
+	observe := tr.observe
+	if side == kubeflow {
+		// Kubeflow Trainer has no TTL for TrainJobs: the bench deletes
+		// each once it completes, as a user's pipeline would.
+		observe = func(ev event) {
+			tr.observe(ev)
+			if ev.Type != watch.Deleted && trainJobComplete(ev.Object) && ev.Object.GetDeletionTimestamp() == nil {
+				go func() {
+					_ = b.cl.Delete(wctx, ev.Object, client.PropagationPolicy(metav1.DeletePropagationBackground))
+				}()
+			}
+		}
+	}
+	if err := b.watchAll(wctx, ns, list, observe); err != nil {
 		return rateStep{}, err
 	}
 	if err := b.watchAll(wctx, ns, func() client.ObjectList { return &corev1.PodList{} }, tr.observePod); err != nil {
@@ -396,9 +434,16 @@ type requestCounts struct {
 	reconciles, reconcileSeconds float64
 }
 
-// requestCounts reads the request counters of the manager and of
-// kube-controller-manager.
+// requestCounts reads the request counters of kube-controller-manager, and
+// of the manager unless it is not running (on the Kubeflow side).
 func (b *bench) requestCounts(ctx context.Context) (requestCounts, error) {
+	k, err := scrape(ctx, fmt.Sprintf("https://127.0.0.1:%d/metrics", b.kcmMetricsPort))
+	if err != nil {
+		return requestCounts{}, fmt.Errorf("reading %s's metrics: %w", kcm, err)
+	}
+	if b.kf != nil {
+		return requestCounts{kcm: k.By("rest_client_requests_total", "method")}, nil
+	}
 	_, port, err := dev.Manager(b.o)
 	if err != nil {
 		return requestCounts{}, err
@@ -406,10 +451,6 @@ func (b *bench) requestCounts(ctx context.Context) (requestCounts, error) {
 	m, err := scrape(ctx, fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
 	if err != nil {
 		return requestCounts{}, err
-	}
-	k, err := scrape(ctx, fmt.Sprintf("https://127.0.0.1:%d/metrics", b.kcmMetricsPort))
-	if err != nil {
-		return requestCounts{}, fmt.Errorf("reading %s's metrics: %w", kcm, err)
 	}
 	return requestCounts{
 		manager:      m.By("trainjob_api_requests_total", "verb", "resource"),

@@ -40,12 +40,6 @@ import (
 // time (RFC 3339) or after a duration of running.
 const completeAt = "pod-complete.stage.kwok.x-k8s.io/delay"
 
-// The two sides of a comparison.
-const (
-	ours = "trainjob-operator"
-	them = "kube-controller-manager"
-)
-
 // side is one controller's figures in B1.
 type ttlSide struct {
 	Controller string `json:"controller"`
@@ -239,7 +233,8 @@ func (b *bench) ttlStorm(ctx context.Context) (any, error) {
 func (b *bench) printTTL(r ttlResult) {
 	o, k := r.Sides[0], r.Sides[1]
 	fmt.Fprintf(b.out, "\nB1 TTL storm: N=%d, ttlSecondsAfterFinished=%d, client QPS %v / burst %d for both\n", r.N, r.TTLSeconds, r.QPS, r.Burst)
-	row := b.comparison()
+	table := b.table([]string{ours, them})
+	row := func(name string, a, c float64) { table(name, secs, map[string]float64{ours: a, them: c}) }
 	row("finish spread", o.FinishSpread, k.FinishSpread)
 	row("delete request − due, p50", o.Requested.P50, k.Requested.P50)
 	row("delete request − due, p99", o.Requested.P99, k.Requested.P99)
@@ -248,9 +243,13 @@ func (b *bench) printTTL(r ttlResult) {
 	row("deleted − due, p99", o.Gone.P99, k.Gone.P99)
 	row("deleted − due, max", o.Gone.Max, k.Gone.Max)
 	row("drain (first due → last deleted)", o.Drain, k.Drain)
-	fmt.Fprintf(b.out, "%-34s %-22s %-22s\n", "early / never deleted", fmt.Sprintf("%d / %d", o.Early, o.Missed), fmt.Sprintf("%d / %d", k.Early, k.Missed))
-	fmt.Fprintf(b.out, "%-34s %-22s %-22s\n", "GC attempts to delete per object", fmt.Sprintf("%.1f", o.GC.ItemsPerObj), fmt.Sprintf("%.1f", k.GC.ItemsPerObj))
-	fmt.Fprintf(b.out, "%-34s %-22s %-22s\n", "GC mean queue wait / work", fmt.Sprintf("%s / %s", secs(o.GC.MeanWait), secs(o.GC.MeanWork)), fmt.Sprintf("%s / %s", secs(k.GC.MeanWait), secs(k.GC.MeanWork)))
+	if b.bare != nil && o.Drain > 0 && k.Drain > 0 {
+		table("  drain rate / bare client's delete rate", func(v float64) string { return fmt.Sprintf("%.0f %%", 100*v) },
+			map[string]float64{ours: float64(o.N) / o.Drain / b.bare.DeleteRate, them: float64(k.N) / k.Drain / b.bare.DeleteRate})
+	}
+	fmt.Fprintf(b.out, "%-40s %-24s %-24s\n", "early / never deleted", fmt.Sprintf("%d / %d", o.Early, o.Missed), fmt.Sprintf("%d / %d", k.Early, k.Missed))
+	fmt.Fprintf(b.out, "%-40s %-24s %-24s\n", "GC attempts to delete per object", fmt.Sprintf("%.1f", o.GC.ItemsPerObj), fmt.Sprintf("%.1f", k.GC.ItemsPerObj))
+	fmt.Fprintf(b.out, "%-40s %-24s %-24s\n", "GC mean queue wait / work", fmt.Sprintf("%s / %s", secs(o.GC.MeanWait), secs(o.GC.MeanWork)), fmt.Sprintf("%s / %s", secs(k.GC.MeanWait), secs(k.GC.MeanWork)))
 	fmt.Fprintln(b.out)
 }
 
@@ -466,6 +465,8 @@ func batchJob(name, ns, complete string, edit func(*batchv1.Job)) *batchv1.Job {
 			},
 		},
 	}
-	edit(j)
+	if edit != nil {
+		edit(j)
+	}
 	return j
 }

@@ -279,7 +279,7 @@ func Down(ctx context.Context, o Options) error {
 		step(o, "stopping Kueue (pid %d)", pid)
 		errs = append(errs, stopProcess(pid))
 	}
-	errs = append(errs, stopCoscheduler(o))
+	errs = append(errs, stopCoscheduler(o), stopKubeflow(o))
 	if exists, err := kwokClusterExists(ctx, o); err != nil {
 		errs = append(errs, err)
 	} else if exists {

@@ -295,7 +295,7 @@ func ensureKueueCerts(ctx context.Context, cl client.Client, certDir string) ([]
 	}
 	if !complete {
 		var err error
-		if files, err = newKueueCerts(time.Now()); err != nil {
+		if files, err = newServingCerts(time.Now(), kueueCAName, "kueue", kueueServiceDNSName); err != nil {
 			return nil, err
 		}
 		if err := os.MkdirAll(certDir, 0o700); err != nil {
@@ -326,9 +326,12 @@ func ensureKueueCerts(ctx context.Context, cl client.Client, certDir string) ([]
 	return files["ca.crt"], nil
 }
 
-// newKueueCerts makes the CA and serving certificate of ensureKueueCerts, in
-// the formats cert-controller reads (PKCS #1 RSA keys).
-func newKueueCerts(now time.Time) (map[string][]byte, error) {
+// newServingCerts makes a CA named caName (organization org) and a
+// certificate it signs for serving HTTPS as dnsName and at 127.0.0.1, both
+// valid for ten years, as files named as cert-controller and
+// controller-runtime's webhook server read them (ca.crt, ca.key, tls.crt,
+// tls.key; PKCS #1 RSA keys).
+func newServingCerts(now time.Time, caName, org, dnsName string) (map[string][]byte, error) {
 	begin, end := now.Add(-time.Hour), now.Add(10*365*24*time.Hour)
 	caKey, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
@@ -336,8 +339,8 @@ func newKueueCerts(now time.Time) (map[string][]byte, error) {
 	}
 	caTmpl := &x509.Certificate{
 		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: kueueCAName, Organization: []string{"kueue"}},
-		DNSNames:              []string{kueueCAName},
+		Subject:               pkix.Name{CommonName: caName, Organization: []string{org}},
+		DNSNames:              []string{caName},
 		NotBefore:             begin,
 		NotAfter:              end,
 		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment | x509.KeyUsageCertSign,
@@ -358,8 +361,8 @@ func newKueueCerts(now time.Time) (map[string][]byte, error) {
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber:          big.NewInt(2),
-		Subject:               pkix.Name{CommonName: kueueServiceDNSName},
-		DNSNames:              []string{kueueServiceDNSName},
+		Subject:               pkix.Name{CommonName: dnsName},
+		DNSNames:              []string{dnsName},
 		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
 		NotBefore:             begin,
 		NotAfter:              end,

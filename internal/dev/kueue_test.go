@@ -32,7 +32,7 @@ import (
 // https://127.0.0.1, accepts the serving certificate.
 func TestKueueCertsAreKeptByCertController(t *testing.T) {
 	now := time.Now()
-	files, err := newKueueCerts(now)
+	files, err := newServingCerts(now, kueueCAName, "kueue", kueueServiceDNSName)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,9 +36,14 @@ type Metrics map[string]*dto.MetricFamily
 // local cluster, within timeout. HTTPS endpoints (kube-controller-manager's)
 // are read without verifying their self-signed certificate.
 func Scrape(ctx context.Context, url string, timeout time.Duration) (Metrics, error) {
-	c := http.Client{Timeout: timeout, Transport: &http.Transport{
+	return ScrapeWith(ctx, &http.Client{Timeout: timeout, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // the local cluster's self-signed component
-	}}
+	}}, url)
+}
+
+// ScrapeWith is Scrape with the client given: the API server's /metrics
+// needs its credentials.
+func ScrapeWith(ctx context.Context, c *http.Client, url string) (Metrics, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err

@@ -99,8 +99,9 @@ func (m managerProcess) launch(o Options) (pid int, exited chan struct{}, err er
 
 // startDetached starts bin in a session of its own, so it outlives
 // `trainjob-dev up` and does not get the terminal's Ctrl-C, with its output
-// appended to logPath. exited is closed when it ends.
-func startDetached(name, bin string, args []string, logPath string) (pid int, exited chan struct{}, err error) {
+// appended to logPath and env added to its environment. exited is closed
+// when it ends.
+func startDetached(name, bin string, args []string, logPath string, env ...string) (pid int, exited chan struct{}, err error) {
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return 0, nil, err
@@ -108,6 +109,9 @@ func startDetached(name, bin string, args []string, logPath string) (pid int, ex
 	defer func() { _ = logFile.Close() }()
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		return 0, nil, fmt.Errorf("starting %s: %w", name, err)

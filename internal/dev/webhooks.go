@@ -32,8 +32,8 @@ import (
 
 // webhookConfigurations decodes the validating and mutating webhook
 // configurations of a manifest (this project's generated one, Kueue's).
-// Any other kind in it is an error.
-func webhookConfigurations(data []byte) ([]client.Object, error) {
+// Objects of the kinds in skip are left out; any other kind is an error.
+func webhookConfigurations(data []byte, skip ...string) ([]client.Object, error) {
 	var out []client.Object
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
 	for {
@@ -57,6 +57,9 @@ func webhookConfigurations(data []byte) ([]client.Object, error) {
 		case "ValidatingWebhookConfiguration":
 			obj = &admissionregistrationv1.ValidatingWebhookConfiguration{}
 		default:
+			if slices.Contains(skip, tm.Kind) {
+				continue
+			}
 			return nil, fmt.Errorf("unexpected kind %q", tm.Kind)
 		}
 		strict := json.NewDecoder(bytes.NewReader(doc))

@@ -1,0 +1,244 @@
+/*
+Copyright The trainjob-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
+	"github.com/trainjob-operator/trainjob-operator/internal/dev"
+	utiltesting "github.com/trainjob-operator/trainjob-operator/internal/util/testing"
+)
+
+// The sides a scenario compares: this project with TrainJobs (ours),
+// kube-controller-manager's controllers with batch Jobs (them), and
+// Kubeflow Trainer v2.3 with JobSet v0.12 with the same TrainJobs on
+// Kubeflow's runtimes (kubeflow), which run in the manager's place: see
+// dev.StartKubeflow.
+const (
+	ours     = "trainjob-operator"
+	them     = "kube-controller-manager"
+	kubeflow = "kubeflow-trainer"
+)
+
+// sideNames are the names -sides takes, in table order.
+var sideNames = []struct{ flag, side string }{{"ours", ours}, {"kcm", them}, {"kubeflow", kubeflow}}
+
+// objects says what a side runs.
+func objects(side string) string {
+	if side == them {
+		return "batch Jobs"
+	}
+	return "TrainJobs"
+}
+
+// sidedScenario is a scenario measured one side at a time, so that the
+// Kubeflow sides of every scenario of a run share one swap of the
+// cluster's CRDs and controllers; report then compares the sides.
+type sidedScenario struct {
+	name string
+	// sides it has, in table order.
+	sides []string
+	side  func(ctx context.Context, side string) (any, error)
+	// report prints the comparison and returns the scenario's results.
+	report func(sides map[string]any) (any, error)
+}
+
+// sidesOf are the sides of s the run measures, in table order.
+func (b *bench) sidesOf(s sidedScenario) []string {
+	return slices.DeleteFunc(slices.Clone(s.sides), func(side string) bool { return !b.c.sides[side] })
+}
+
+// onKubeflow runs fn with Kubeflow Trainer and JobSet in the manager's
+// place, and puts the manager back after.
+func (b *bench) onKubeflow(ctx context.Context, fn func(context.Context) error) error {
+	b.logf("swapping the manager for Kubeflow Trainer and JobSet (client QPS %v, burst %d)", b.qps, b.burst)
+	o := b.o
+	o.ManagerArgs = b.managerArgs()
+	k, err := dev.StartKubeflow(ctx, o, b.qps, b.burst)
+	if err != nil {
+		return err
+	}
+	b.kf = k
+	defer func() { b.kf = nil }()
+	runErr := fn(ctx)
+	b.logf("putting the manager back")
+	if err := k.Stop(context.WithoutCancel(ctx)); err != nil {
+		return fmt.Errorf("%w; restoring the manager: %w", runErr, err)
+	}
+	return runErr
+}
+
+// benchTrainJob is a TrainJob of nodes nodes on the runtime whose Pods run
+// for run (a duration or a time; see dev's stages.yaml) then succeed. The
+// run time reaches the Pods through a runtime patch of their template,
+// which both this project and Kubeflow Trainer apply (Kubeflow Trainer
+// passes no TrainJob annotation to the Pods).
+func benchTrainJob(name, ns, runtime string, nodes int32, run string) *utiltesting.TrainJobWrapper {
+	tj := utiltesting.MakeTrainJob(name, ns).RuntimeRef(trainer.ClusterTrainingRuntimeKind, runtime).
+		NumNodes(nodes).Command("torchrun", "train.py")
+	tj.Spec.RuntimePatches = []trainer.RuntimePatch{{
+		Manager: "bench.trainjob-operator.dev/run-time",
+		TrainingRuntimeSpec: &trainer.TrainingRuntimeSpecPatch{Template: &trainer.JobSetTemplatePatch{Spec: &trainer.JobSetSpecPatch{
+			ReplicatedJobs: []trainer.ReplicatedJobPatch{{Name: "node", Template: &trainer.JobTemplatePatch{Spec: &trainer.JobSpecPatch{
+				Template: &trainer.PodTemplatePatch{Metadata: &trainer.PatchMetadata{Annotations: map[string]string{completeAt: run}}},
+			}}}},
+		}}},
+	}}
+	return tj
+}
+
+// trainJobOf names the TrainJob a Pod runs for, on this project's side and
+// on Kubeflow's: the JobSet name label, which both set.
+func trainJobOf(p *corev1.Pod) string { return p.Labels[trainer.JobSetNameLabel] }
+
+// table prints the header of a table of the sides and returns the function
+// that prints a row: each side's value, then ours over each other's.
+func (b *bench) table(sides []string) func(name string, format func(float64) string, vals map[string]float64) {
+	fmt.Fprintf(b.out, "%-40s", "")
+	for _, s := range sides {
+		fmt.Fprintf(b.out, " %-24s", s+" ("+objects(s)+")")
+	}
+	for _, s := range sides[1:] {
+		fmt.Fprintf(b.out, " %-12s", "ours/"+shortName(s))
+	}
+	fmt.Fprintln(b.out)
+	return func(name string, format func(float64) string, vals map[string]float64) {
+		fmt.Fprintf(b.out, "%-40s", name)
+		for _, s := range sides {
+			fmt.Fprintf(b.out, " %-24s", format(vals[s]))
+		}
+		if sides[0] == ours {
+			for _, s := range sides[1:] {
+				fmt.Fprintf(b.out, " %-12.2f", ratio(vals[ours], vals[s]))
+			}
+		}
+		fmt.Fprintln(b.out)
+	}
+}
+
+// shortName is a side's -sides name.
+func shortName(side string) string {
+	for _, n := range sideNames {
+		if n.side == side {
+			return n.flag
+		}
+	}
+	return side
+}
+
+// figures are a scenario's figures, by name and side.
+type figures map[string]map[string]float64
+
+func (f figures) put(figure, side string, v float64) {
+	if f[figure] == nil {
+		f[figure] = map[string]float64{}
+	}
+	f[figure][side] = v
+}
+
+// measured returns the results of the sides measured, in table order, and
+// those sides.
+func measured[T any](results map[string]any) ([]T, []string) {
+	var out []T
+	var sides []string
+	for _, n := range sideNames {
+		if r, ok := results[n.side].(T); ok {
+			out, sides = append(out, r), append(sides, n.side)
+		}
+	}
+	return out, sides
+}
+
+// ratios are ours over each other side's, for each figure, keyed
+// "<figure> ours/<side>".
+func ratios(sides []string, figures figures) map[string]float64 {
+	out := map[string]float64{}
+	if len(sides) == 0 || sides[0] != ours {
+		return out
+	}
+	for _, f := range slices.Sorted(maps.Keys(figures)) {
+		for _, s := range sides[1:] {
+			out[f+" ours/"+shortName(s)] = ratio(figures[f][ours], figures[f][s])
+		}
+	}
+	return out
+}
+
+// apiServerWrites reads the API server's count of the requests it served
+// that write, by resource ("group/resource", "resource" for the core
+// group), from every client of the cluster, but the background ones.
+func (b *bench) apiServerWrites(ctx context.Context) (map[string]float64, error) {
+	m, err := dev.ScrapeWith(ctx, b.apiHTTP, b.apiHost+"/metrics")
+	if err != nil {
+		return nil, fmt.Errorf("reading the API server's metrics: %w", err)
+	}
+	out := map[string]float64{}
+	for key, v := range m.By("apiserver_request_total", "verb", "group", "resource", "code") {
+		f := strings.Split(key, " ")
+		verb, group, resource, code := f[0], f[1], f[2], f[3]
+		if !writeVerbs[verb] || !strings.HasPrefix(code, "2") {
+			continue
+		}
+		if group != "" {
+			resource = group + "/" + resource
+		}
+		if background[resource] {
+			continue
+		}
+		out[resource] += v
+	}
+	return out, nil
+}
+
+// background are the resources written at a pace of their own, whatever
+// the objects measured: the nodes' heartbeats (their Leases and status)
+// and the controllers' leader election.
+var background = map[string]bool{"coordination.k8s.io/leases": true, "nodes": true}
+
+// writeVerbs are the API server's verbs (its metrics' verb label) that
+// write. A dry run (the manager's check of its first Job) is counted: the
+// API server does the work of a write for it.
+var writeVerbs = map[string]bool{"POST": true, "PUT": true, "PATCH": true, "DELETE": true, "DELETECOLLECTION": true, "CREATE": true, "UPDATE": true, "APPLY": true}
+
+// newAPIHTTP is the bench's HTTP client to the API server, with its
+// credentials.
+func newAPIHTTP(rc *rest.Config) (*http.Client, error) {
+	c, err := rest.HTTPClientFor(rc)
+	if err != nil {
+		return nil, err
+	}
+	c.Timeout = 10 * time.Second
+	return c, nil
+}
+
+// trainJobComplete is whether a TrainJob, this project's or Kubeflow's,
+// completed.
+func trainJobComplete(o client.Object) bool {
+	c := o.(*trainer.TrainJob).FinishedCondition()
+	return c != nil && c.Type == trainer.TrainJobComplete
+}
