@@ -51,7 +51,9 @@ type limitResult struct {
 // limit measures the bare client: the bound of what the controllers can
 // create and delete on this API server.
 func (b *bench) limit(ctx context.Context) (any, error) {
-	n := b.c.burstN
+	// As many objects as the largest scenario it is compared with: the
+	// bare client's rates grow with N (its first seconds are slower).
+	n := max(b.c.burstN, b.c.ttlN)
 	b.logf("the API server's limit: a bare client creates %d Jobs of one Pod with a headless Service each, then deletes them (Jobs in the foreground), at QPS %v / burst %d, %d at once",
 		n, b.qps, b.burst, b.trainJobWorkers)
 	if err := b.ensureNodes(ctx, n); err != nil {

@@ -26,6 +26,8 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
@@ -33,7 +35,6 @@ import (
 
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
 	"github.com/trainjob-operator/trainjob-operator/internal/lifecycle"
-	utiltesting "github.com/trainjob-operator/trainjob-operator/internal/util/testing"
 )
 
 // completeAt is the kwok stage annotation that makes a Pod succeed at a
@@ -63,6 +64,10 @@ type ttlSide struct {
 	GC gcWork `json:"garbageCollector"`
 	// GoneSamples are the Gone latencies, seconds, for plots.
 	GoneSamples []float64 `json:"goneSamples"`
+	// LeftBehind counts the TrainJobs left once the objects the TTL deletes
+	// are gone: on the Kubeflow side the TTL is JobSet's, and deletes the
+	// JobSet only.
+	LeftBehind int `json:"leftBehind"`
 }
 
 // gcWork is the work of the garbage collector's attempt-to-delete queue,
@@ -91,7 +96,7 @@ type ttlResult struct {
 	QPS        float64            `json:"qps"`
 	Burst      int                `json:"burst"`
 	Sides      []ttlSide          `json:"sides"`
-	Ratios     map[string]float64 `json:"ratiosOursToKCM"`
+	Ratios     map[string]float64 `json:"ratios"`
 }
 
 // tracked is what the bench saw of one object.
@@ -200,57 +205,78 @@ func jobFinish(o client.Object) (time.Time, time.Duration, bool) {
 	return time.Time{}, 0, false
 }
 
-// ttlStorm is B1: N objects finish in the same second with the same TTL;
-// how late is each deleted, ours against kube-controller-manager's TTL
-// controller.
-func (b *bench) ttlStorm(ctx context.Context) (any, error) {
-	n, ttl := b.c.ttlN, b.c.ttlSeconds
-	b.logf("B1 TTL storm: %d TrainJobs, then %d batch Jobs, finishing together with ttlSecondsAfterFinished %d", n, n, ttl)
-	if err := b.ensureNodes(ctx, n); err != nil {
-		return nil, err
+// ttlScenario is B1: N objects finish in the same second with the same
+// TTL; how late is each deleted: ours, kube-controller-manager's TTL
+// controller with batch Jobs, and, as Kubeflow Trainer has no TrainJob TTL,
+// JobSet's TTL (ttlSecondsAfterFinished in the runtime's JobSet template,
+// what its users set today), which deletes the JobSet and leaves the
+// TrainJob.
+func (b *bench) ttlScenario() sidedScenario {
+	return sidedScenario{
+		name:  "b1",
+		sides: []string{ours, them, kubeflow},
+		side: func(ctx context.Context, side string) (any, error) {
+			n, ttl := b.c.ttlN, b.c.ttlSeconds
+			b.logf("B1 TTL storm, %s: %d %s finishing together with ttlSecondsAfterFinished %d", side, n, objects(side), ttl)
+			if err := b.ensureNodes(ctx, n); err != nil {
+				return nil, err
+			}
+			return b.ttlSide(ctx, side, n, int32(ttl))
+		},
+		report: b.ttlReport,
 	}
-	res := ttlResult{N: n, TTLSeconds: ttl, QPS: b.qps, Burst: b.burst}
-	for _, side := range []string{ours, them} {
-		s, err := b.ttlSide(ctx, side, n, int32(ttl))
-		if err != nil {
-			return nil, err
-		}
-		res.Sides = append(res.Sides, s)
-	}
-	o, k := res.Sides[0], res.Sides[1]
-	res.Ratios = map[string]float64{
-		"p50": ratio(o.Gone.P50, k.Gone.P50), "p90": ratio(o.Gone.P90, k.Gone.P90),
-		"p99": ratio(o.Gone.P99, k.Gone.P99), "max": ratio(o.Gone.Max, k.Gone.Max), "drain": ratio(o.Drain, k.Drain),
-	}
-	b.printTTL(res)
-	err := cdfPlot(filepath.Join(b.c.out, "b1.png"),
-		fmt.Sprintf("B1 TTL storm: %d objects finish together, TTL %ds (QPS %v)", n, ttl, b.qps),
-		"deleted (watch DELETED) − (finish + TTL), seconds",
-		map[string][]float64{ours + " (TrainJob)": o.GoneSamples, them + " (batch Job)": k.GoneSamples})
-	return res, err
 }
 
-func (b *bench) printTTL(r ttlResult) {
-	o, k := r.Sides[0], r.Sides[1]
-	fmt.Fprintf(b.out, "\nB1 TTL storm: N=%d, ttlSecondsAfterFinished=%d, client QPS %v / burst %d for both\n", r.N, r.TTLSeconds, r.QPS, r.Burst)
-	table := b.table([]string{ours, them})
-	row := func(name string, a, c float64) { table(name, secs, map[string]float64{ours: a, them: c}) }
-	row("finish spread", o.FinishSpread, k.FinishSpread)
-	row("delete request − due, p50", o.Requested.P50, k.Requested.P50)
-	row("delete request − due, p99", o.Requested.P99, k.Requested.P99)
-	row("deleted − due, p50", o.Gone.P50, k.Gone.P50)
-	row("deleted − due, p90", o.Gone.P90, k.Gone.P90)
-	row("deleted − due, p99", o.Gone.P99, k.Gone.P99)
-	row("deleted − due, max", o.Gone.Max, k.Gone.Max)
-	row("drain (first due → last deleted)", o.Drain, k.Drain)
-	if b.bare != nil && o.Drain > 0 && k.Drain > 0 {
-		table("  drain rate / bare client's delete rate", func(v float64) string { return fmt.Sprintf("%.0f %%", 100*v) },
-			map[string]float64{ours: float64(o.N) / o.Drain / b.bare.DeleteRate, them: float64(k.N) / k.Drain / b.bare.DeleteRate})
+func (b *bench) ttlReport(results map[string]any) (any, error) {
+	n, ttl := b.c.ttlN, b.c.ttlSeconds
+	res := ttlResult{N: n, TTLSeconds: ttl, QPS: b.qps, Burst: b.burst}
+	var sides []string
+	res.Sides, sides = measured[ttlSide](results)
+	if len(sides) == 0 {
+		return nil, fmt.Errorf("no side measured")
 	}
-	fmt.Fprintf(b.out, "%-40s %-24s %-24s\n", "early / never deleted", fmt.Sprintf("%d / %d", o.Early, o.Missed), fmt.Sprintf("%d / %d", k.Early, k.Missed))
-	fmt.Fprintf(b.out, "%-40s %-24s %-24s\n", "GC attempts to delete per object", fmt.Sprintf("%.1f", o.GC.ItemsPerObj), fmt.Sprintf("%.1f", k.GC.ItemsPerObj))
-	fmt.Fprintf(b.out, "%-40s %-24s %-24s\n", "GC mean queue wait / work", fmt.Sprintf("%s / %s", secs(o.GC.MeanWait), secs(o.GC.MeanWork)), fmt.Sprintf("%s / %s", secs(k.GC.MeanWait), secs(k.GC.MeanWork)))
+	figures := figures{}
+	samples := map[string][]float64{}
+	for _, s := range res.Sides {
+		figures.put("finish spread", s.Controller, s.FinishSpread)
+		figures.put("delete request − due, p50", s.Controller, s.Requested.P50)
+		figures.put("delete request − due, p99", s.Controller, s.Requested.P99)
+		figures.put("deleted − due, p50", s.Controller, s.Gone.P50)
+		figures.put("deleted − due, p90", s.Controller, s.Gone.P90)
+		figures.put("deleted − due, p99", s.Controller, s.Gone.P99)
+		figures.put("deleted − due, max", s.Controller, s.Gone.Max)
+		figures.put("drain (first due → last deleted)", s.Controller, s.Drain)
+		if b.bare != nil && s.Drain > 0 {
+			figures.put("  drain rate / bare client's delete rate", s.Controller, float64(s.N)/s.Drain/b.bare.DeleteRate)
+		}
+		samples[s.Controller+" ("+s.Objects+")"] = s.GoneSamples
+	}
+	res.Ratios = ratios(sides, figures)
+	fmt.Fprintf(b.out, "\nB1 TTL storm: N=%d, ttlSecondsAfterFinished=%d (Kubeflow: JobSet's, deleting the JobSet), client QPS %v / burst %d for every controller\n", n, ttl, b.qps, b.burst)
+	row := b.table(sides)
+	for _, f := range []string{"finish spread", "delete request − due, p50", "delete request − due, p99", "deleted − due, p50",
+		"deleted − due, p90", "deleted − due, p99", "deleted − due, max", "drain (first due → last deleted)"} {
+		row(f, secs, figures[f])
+	}
+	if f := figures["  drain rate / bare client's delete rate"]; f != nil {
+		row("  drain rate / bare client's delete rate", func(v float64) string { return fmt.Sprintf("%.0f %%", 100*v) }, f)
+	}
+	text := func(name string, cell func(ttlSide) string) {
+		fmt.Fprintf(b.out, "%-40s", name)
+		for _, s := range res.Sides {
+			fmt.Fprintf(b.out, " %-24s", cell(s))
+		}
+		fmt.Fprintln(b.out)
+	}
+	text("early / never deleted", func(s ttlSide) string { return fmt.Sprintf("%d / %d", s.Early, s.Missed) })
+	text("TrainJobs left behind", func(s ttlSide) string { return fmt.Sprintf("%d", s.LeftBehind) })
+	text("GC attempts to delete per object", func(s ttlSide) string { return fmt.Sprintf("%.1f", s.GC.ItemsPerObj) })
+	text("GC mean queue wait / work", func(s ttlSide) string { return fmt.Sprintf("%s / %s", secs(s.GC.MeanWait), secs(s.GC.MeanWork)) })
 	fmt.Fprintln(b.out)
+	err := cdfPlot(filepath.Join(b.c.out, "b1.png"),
+		fmt.Sprintf("B1 TTL storm: %d objects finish together, TTL %ds (QPS %v)", n, ttl, b.qps),
+		"deleted (watch DELETED) − (finish + TTL), seconds", samples)
+	return res, err
 }
 
 // b1Stall is how long B1 waits for the next object to run, finish or be
@@ -335,16 +361,28 @@ func (b *bench) ttlSide(ctx context.Context, side string, n int, ttl int32) (ttl
 	objs := make([]client.Object, n)
 	var tr *tracker
 	var list func() client.ObjectList
-	what := "TrainJobs"
+	what := objects(side)
 	switch side {
 	case ours:
 		tr, list = newTracker(trainJobFinish, trainJobRunning), func() client.ObjectList { return &trainer.TrainJobList{} }
 		for i := range objs {
-			objs[i] = utiltesting.MakeTrainJob(fmt.Sprintf("tj-%05d", i), namespaces[i/perNamespace]).NumNodes(1).Command("torchrun", "train.py").
-				Annotation(completeAt, b1Running).TTL(ttl).Obj()
+			objs[i] = benchTrainJob(fmt.Sprintf("tj-%05d", i), namespaces[i/perNamespace], b.c.runtime, 1, b1Running).TTL(ttl).Obj()
+		}
+	case kubeflow:
+		runtime, err := b.jobSetTTLRuntime(ctx, ttl)
+		if err != nil {
+			return ttlSide{}, err
+		}
+		defer func() {
+			if err := b.cl.Delete(context.WithoutCancel(ctx), runtime); err != nil {
+				b.logf("  deleting the runtime %s: %v", runtime.GetName(), err)
+			}
+		}()
+		tr, list = newTracker(jobSetFinish, jobSetRunning), jobSetList
+		for i := range objs {
+			objs[i] = benchTrainJob(fmt.Sprintf("tj-%05d", i), namespaces[i/perNamespace], runtime.GetName(), 1, b1Running).Obj()
 		}
 	default:
-		what = "batch Jobs"
 		tr, list = newTracker(jobFinish, jobRunning), func() client.ObjectList { return &batchv1.JobList{} }
 		for i := range objs {
 			objs[i] = batchJob(fmt.Sprintf("job-%05d", i), namespaces[i/perNamespace], b1Running, func(j *batchv1.Job) {
@@ -396,6 +434,13 @@ func (b *bench) ttlSide(ctx context.Context, side string, n int, ttl int32) (ttl
 		b.logf("  B1 %s: nothing finished or deleted for %s; %d of %d deleted", side, b1Stall, tr.counts().gone, n)
 	}
 	s := tr.ttlFigures(side, what, n)
+	for _, ns := range namespaces {
+		var l trainer.TrainJobList
+		if err := b.cl.List(ctx, &l, client.InNamespace(ns)); err != nil {
+			return ttlSide{}, err
+		}
+		s.LeftBehind += len(l.Items)
+	}
 	adds, wait, work, err := b.gcQueue(ctx)
 	if err != nil {
 		return ttlSide{}, err
@@ -405,6 +450,78 @@ func (b *bench) ttlSide(ctx context.Context, side string, n int, ttl int32) (ttl
 			ItemsPerObj: d / float64(n), WorkSecsPObj: (work - work0) / float64(n)}
 	}
 	return s, nil
+}
+
+// jobSetTTLRuntime makes a copy of the bench's runtime, Kubeflow's, whose
+// JobSet template has ttlSecondsAfterFinished: what a Kubeflow Trainer user
+// sets today for finished TrainJobs to free their resources.
+func (b *bench) jobSetTTLRuntime(ctx context.Context, ttl int32) (client.Object, error) {
+	rt := &unstructured.Unstructured{}
+	rt.SetGroupVersionKind(trainer.GroupVersion.WithKind(trainer.ClusterTrainingRuntimeKind))
+	if err := b.cl.Get(ctx, client.ObjectKey{Name: b.c.runtime}, rt); err != nil {
+		return nil, fmt.Errorf("reading Kubeflow's runtime %s: %w", b.c.runtime, err)
+	}
+	spec, _, _ := unstructured.NestedMap(rt.Object, "spec")
+	if err := unstructured.SetNestedField(spec, int64(ttl), "template", "spec", "ttlSecondsAfterFinished"); err != nil {
+		return nil, err
+	}
+	out := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
+	out.SetGroupVersionKind(rt.GroupVersionKind())
+	out.SetName("bench-" + b.c.runtime + "-jobset-ttl")
+	out.SetLabels(rt.GetLabels())
+	if err := b.cl.Create(ctx, out); err != nil {
+		return nil, fmt.Errorf("creating the runtime %s: %w", out.GetName(), err)
+	}
+	return out, nil
+}
+
+// jobSetList lists JobSets, which the bench's scheme does not know.
+func jobSetList() client.ObjectList {
+	l := &unstructured.UnstructuredList{}
+	l.SetGroupVersionKind(schema.GroupVersionKind{Group: "jobset.x-k8s.io", Version: "v1alpha2", Kind: "JobSetList"})
+	return l
+}
+
+// jobSetFinish reads a JobSet's finish time (its Completed or Failed
+// condition) and TTL, as JobSet's TTL controller does.
+func jobSetFinish(o client.Object) (time.Time, time.Duration, bool) {
+	u := o.(*unstructured.Unstructured)
+	conditions, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	ttl, _, _ := unstructured.NestedInt64(u.Object, "spec", "ttlSecondsAfterFinished")
+	for _, c := range conditions {
+		m, _ := c.(map[string]any)
+		if (m["type"] == "Completed" || m["type"] == "Failed") && m["status"] == "True" {
+			at, err := time.Parse(time.RFC3339, fmt.Sprint(m["lastTransitionTime"]))
+			return at, time.Duration(ttl) * time.Second, err == nil
+		}
+	}
+	return time.Time{}, 0, false
+}
+
+// jobSetRunning: every replicated Job of the JobSet has its Jobs ready or
+// succeeded.
+func jobSetRunning(o client.Object) bool {
+	u := o.(*unstructured.Unstructured)
+	specs, _, _ := unstructured.NestedSlice(u.Object, "spec", "replicatedJobs")
+	statuses, _, _ := unstructured.NestedSlice(u.Object, "status", "replicatedJobsStatus")
+	done := map[string]int64{}
+	for _, st := range statuses {
+		m, _ := st.(map[string]any)
+		ready, _, _ := unstructured.NestedInt64(m, "ready")
+		succeeded, _, _ := unstructured.NestedInt64(m, "succeeded")
+		done[fmt.Sprint(m["name"])] = ready + succeeded
+	}
+	for _, sp := range specs {
+		m, _ := sp.(map[string]any)
+		replicas, found, _ := unstructured.NestedInt64(m, "replicas")
+		if !found {
+			replicas = 1
+		}
+		if done[fmt.Sprint(m["name"])] < replicas {
+			return false
+		}
+	}
+	return len(specs) > 0
 }
 
 func (t *tracker) ttlFigures(side, what string, n int) ttlSide {
