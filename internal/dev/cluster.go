@@ -201,6 +201,9 @@ func Up(ctx context.Context, o Options) error {
 	if err := ensureNodes(ctx, cl, o); err != nil {
 		return err
 	}
+	if err := removeKubeflow(ctx, cl, o); err != nil {
+		return err
+	}
 	step(o, "installing CRDs, RBAC, runtimes and the manager's configuration")
 	if err := ensureNamespace(ctx, cl, systemNamespace); err != nil {
 		return err

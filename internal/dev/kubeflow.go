@@ -51,7 +51,8 @@ import (
 // config/runtimes of the same names. Both are applied server-side by the
 // field manager `make dev-up` applies this project's with, so applying
 // either set again takes back every field of the other: Kubeflow.Stop does,
-// and so does `make dev-up` after a run that was cut short.
+// and so does `make dev-up` after a run that was cut short (it also stops
+// the two controllers and removes their webhooks: removeKubeflow).
 
 // kubeflowWebhookConfigurationName prefixes the webhook configurations
 // registered for Kubeflow Trainer and JobSet.
@@ -354,14 +355,7 @@ func kindSuffix(c client.Object) string {
 // StartKubeflow's options).
 func (k *Kubeflow) Stop(ctx context.Context) error {
 	o := k.o
-	var errs []error
-	for _, component := range []string{"jobset", "trainer"} {
-		for _, c := range []client.Object{&admissionregistrationv1.MutatingWebhookConfiguration{}, &admissionregistrationv1.ValidatingWebhookConfiguration{}} {
-			c.SetName(kubeflowWebhookConfigurationName + "-" + component + "-" + kindSuffix(c))
-			errs = append(errs, client.IgnoreNotFound(k.cl.Delete(ctx, c)))
-		}
-	}
-	errs = append(errs, stopKubeflow(o))
+	errs := []error{removeKubeflow(ctx, k.cl, o)}
 	step(o, "putting back this project's CRDs and runtimes, and the manager")
 	for _, dir := range []string{"config/crd", "config/runtimes"} {
 		errs = append(errs, kubectl(ctx, o, "apply", "--server-side", "--force-conflicts", "-k", filepath.Join(o.Root, dir)))
@@ -375,6 +369,21 @@ func (k *Kubeflow) Stop(ctx context.Context) error {
 	}
 	errs = append(errs, applyWebhookConfiguration(ctx, k.cl, o, st.WebhookPort), RestartManager(ctx, o))
 	return errors.Join(errs...)
+}
+
+// removeKubeflow stops Kubeflow Trainer and JobSet and removes their
+// webhook configurations, which fail closed on TrainJobs and on the Pods of
+// JobSets (the manager's Pods carry JobSet's labels too). Up calls it
+// too, for what a bench cut short left.
+func removeKubeflow(ctx context.Context, cl client.Client, o Options) error {
+	var errs []error
+	for _, component := range []string{"jobset", "trainer"} {
+		for _, c := range []client.Object{&admissionregistrationv1.MutatingWebhookConfiguration{}, &admissionregistrationv1.ValidatingWebhookConfiguration{}} {
+			c.SetName(kubeflowWebhookConfigurationName + "-" + component + "-" + kindSuffix(c))
+			errs = append(errs, client.IgnoreNotFound(cl.Delete(ctx, c)))
+		}
+	}
+	return errors.Join(append(errs, stopKubeflow(o))...)
 }
 
 // stopKubeflow stops every Kubeflow Trainer and JobSet process of o's
