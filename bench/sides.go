@@ -18,6 +18,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -88,7 +89,7 @@ func (b *bench) onKubeflow(ctx context.Context, fn func(context.Context) error) 
 	runErr := fn(ctx)
 	b.logf("putting the manager back")
 	if err := k.Stop(context.WithoutCancel(ctx)); err != nil {
-		return fmt.Errorf("%w; restoring the manager: %w", runErr, err)
+		return errors.Join(runErr, fmt.Errorf("restoring the manager: %w", err))
 	}
 	return runErr
 }
@@ -223,7 +224,7 @@ var background = map[string]bool{"coordination.k8s.io/leases": true, "nodes": tr
 // writeVerbs are the API server's verbs (its metrics' verb label) that
 // write. A dry run (the manager's check of its first Job) is counted: the
 // API server does the work of a write for it.
-var writeVerbs = map[string]bool{"POST": true, "PUT": true, "PATCH": true, "DELETE": true, "DELETECOLLECTION": true, "CREATE": true, "UPDATE": true, "APPLY": true}
+var writeVerbs = map[string]bool{"POST": true, "PUT": true, "PATCH": true, "APPLY": true, "DELETE": true, "DELETECOLLECTION": true}
 
 // newAPIHTTP is the bench's HTTP client to the API server, with its
 // credentials.
