@@ -510,6 +510,18 @@ func (b *bench) waitFor(ctx context.Context, what string, timeout time.Duration,
 	}
 }
 
+// waitSaying is waitFor for a wait whose end leaves figures to take
+// anyway: a timeout is said and the side goes on; only the end of the run
+// is returned.
+func (b *bench) waitSaying(ctx context.Context, what string, timeout time.Duration, cond func() (bool, string)) error {
+	err := b.waitFor(ctx, what, timeout, cond)
+	if err != nil && ctx.Err() == nil {
+		b.logf("  %v", err)
+		return nil
+	}
+	return err
+}
+
 // dist is a distribution of durations, in seconds.
 type dist struct {
 	N   int     `json:"n"`

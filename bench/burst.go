@@ -123,10 +123,7 @@ func (b *bench) burstSide(ctx context.Context, side string, n int) (burstSide, e
 	}
 	if side == them {
 		created = "batch/jobs"
-		tr = newPodTracker(1, func(p *corev1.Pod) string { return p.Labels[batchv1.JobNameLabel] }, func(o client.Object) bool {
-			f, _, ok := jobFinish(o)
-			return ok && !f.IsZero()
-		})
+		tr = newPodTracker(1, func(p *corev1.Pod) string { return p.Labels[batchv1.JobNameLabel] }, jobFinished)
 		list = func() client.ObjectList { return &batchv1.JobList{} }
 	} else {
 		tr = newPodTracker(1, trainJobOf, trainJobComplete)
@@ -172,16 +169,12 @@ func (b *bench) burstSide(ctx context.Context, side string, n int) (burstSide, e
 	if err != nil {
 		return burstSide{}, err
 	}
-	err = b.waitFor(ctx, "burst "+side, 10*time.Minute+time.Duration(n)*time.Second/2, func() (bool, string) {
+	if err := b.waitSaying(ctx, "burst "+side, 10*time.Minute+time.Duration(n)*time.Second/2, func() (bool, string) {
 		tr.mu.Lock()
 		defer tr.mu.Unlock()
 		return len(tr.completed) == n, fmt.Sprintf("all Pods running for %d, %d complete of %d", len(tr.allAt), len(tr.completed), n)
-	})
-	if err != nil && ctx.Err() != nil {
+	}); err != nil {
 		return burstSide{}, err
-	}
-	if err != nil {
-		b.logf("  %v", err)
 	}
 	// Status writes that trail the last completion.
 	time.Sleep(5 * time.Second)
@@ -201,18 +194,14 @@ func (b *bench) burstSide(ctx context.Context, side string, n int) (burstSide, e
 	if err != nil {
 		return burstSide{}, err
 	}
-	err = b.waitFor(ctx, "burst "+side+" deletion", 10*time.Minute, func() (bool, string) {
+	if err := b.waitSaying(ctx, "burst "+side+" deletion", 10*time.Minute, func() (bool, string) {
 		left := 0
 		for _, ns := range namespaces {
 			left += b.leftIn(ctx, ns)
 		}
 		return left == 0, fmt.Sprintf("%d objects left", left)
-	})
-	if err != nil && ctx.Err() != nil {
+	}); err != nil {
 		return burstSide{}, err
-	}
-	if err != nil {
-		b.logf("  %v", err)
 	}
 	time.Sleep(5 * time.Second)
 	atGone, err := b.apiServerWrites(ctx)

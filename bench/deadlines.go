@@ -293,15 +293,11 @@ func (b *bench) deadlineSide(ctx context.Context, side string, n int) (deadlineS
 	if err := b.createAll(ctx, what, objs); err != nil {
 		return deadlineSide{}, err
 	}
-	err = b.waitFor(ctx, "B2 "+side, 5*time.Minute+time.Duration(n)*50*time.Millisecond, func() (bool, string) {
+	if err := b.waitSaying(ctx, "B2 "+side, 5*time.Minute+time.Duration(n)*50*time.Millisecond, func() (bool, string) {
 		enforced, gone := tr.counts()
 		return enforced == n && gone == n, fmt.Sprintf("%d of %d failed by their deadline, Pods of %d gone", enforced, n, gone)
-	})
-	if err != nil && ctx.Err() != nil {
+	}); err != nil {
 		return deadlineSide{}, err
-	}
-	if err != nil {
-		b.logf("  %v", err)
 	}
 
 	tr.mu.Lock()

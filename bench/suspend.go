@@ -225,28 +225,20 @@ func (b *bench) suspendSide(ctx context.Context, side string, n int) (suspendSid
 	if err := b.forAll(ctx, "suspended", objects(side), objs, patch(true, func(o *suspendTrack) *time.Time { return &o.suspendAt })); err != nil {
 		return suspendSide{}, err
 	}
-	err = b.waitFor(ctx, "suspend "+side, 5*time.Minute, func() (bool, string) {
+	if err := b.waitSaying(ctx, "suspend "+side, 5*time.Minute, func() (bool, string) {
 		gone, suspended := tr.count(func(o *suspendTrack) time.Time { return o.goneAt }), tr.count(func(o *suspendTrack) time.Time { return o.suspended })
 		return gone == n && suspended == n, fmt.Sprintf("Pods gone for %d, Suspended %d, of %d", gone, suspended, n)
-	})
-	if err != nil && ctx.Err() != nil {
+	}); err != nil {
 		return suspendSide{}, err
-	}
-	if err != nil {
-		b.logf("  %v", err)
 	}
 	if err := b.forAll(ctx, "resumed", objects(side), objs, patch(false, func(o *suspendTrack) *time.Time { return &o.resumeAt })); err != nil {
 		return suspendSide{}, err
 	}
-	err = b.waitFor(ctx, "resume "+side, 5*time.Minute, func() (bool, string) {
+	if err := b.waitSaying(ctx, "resume "+side, 5*time.Minute, func() (bool, string) {
 		running := tr.count(func(o *suspendTrack) time.Time { return o.runningAt })
 		return running == n, fmt.Sprintf("%d of %d running again", running, n)
-	})
-	if err != nil && ctx.Err() != nil {
+	}); err != nil {
 		return suspendSide{}, err
-	}
-	if err != nil {
-		b.logf("  %v", err)
 	}
 
 	tr.mu.Lock()

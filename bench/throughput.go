@@ -277,10 +277,7 @@ func (b *bench) rateStep(ctx context.Context, side string, rate float64) (rateSt
 	var newObj func(i int) client.Object
 	if side == them {
 		tr = newPodTracker(throughputNodes, func(p *corev1.Pod) string { return p.Labels[batchv1.JobNameLabel] },
-			func(o client.Object) bool {
-				f, _, ok := jobFinish(o)
-				return ok && !f.IsZero()
-			})
+			jobFinished)
 		list = func() client.ObjectList { return &batchv1.JobList{} }
 		newObj = func(i int) client.Object {
 			return batchJob(fmt.Sprintf("job-%05d", i), ns, throughputRun, func(j *batchv1.Job) {

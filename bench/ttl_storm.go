@@ -193,6 +193,12 @@ func jobRunning(o client.Object) bool {
 	return ptr.Deref(j.Status.Ready, 0)+j.Status.Succeeded >= ptr.Deref(j.Spec.Parallelism, 1)
 }
 
+// jobFinished is whether a batch Job finished.
+func jobFinished(o client.Object) bool {
+	f, _, ok := jobFinish(o)
+	return ok && !f.IsZero()
+}
+
 func jobFinish(o client.Object) (time.Time, time.Duration, bool) {
 	j := o.(*batchv1.Job)
 	for _, t := range []batchv1.JobConditionType{batchv1.JobComplete, batchv1.JobFailed} {

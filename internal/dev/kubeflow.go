@@ -158,7 +158,7 @@ func StartKubeflow(ctx context.Context, o Options, qps float64, burst int) (*Kub
 		return nil, err
 	}
 	k := &Kubeflow{o: o, cl: cl}
-	err = cl.Get(ctx, client.ObjectKey{Name: jobSetCRDName}, jobSetCRD())
+	err = cl.Get(ctx, client.ObjectKey{Name: jobSetCRDName}, CRD(jobSetCRDName))
 	if err != nil && !apierrors.IsNotFound(err) {
 		return nil, err
 	}
@@ -361,7 +361,7 @@ func (k *Kubeflow) Stop(ctx context.Context) error {
 		errs = append(errs, kubectl(ctx, o, "apply", "--server-side", "--force-conflicts", "-k", filepath.Join(o.Root, dir)))
 	}
 	if !k.keepJobSetCRD {
-		errs = append(errs, client.IgnoreNotFound(k.cl.Delete(ctx, jobSetCRD())))
+		errs = append(errs, client.IgnoreNotFound(k.cl.Delete(ctx, CRD(jobSetCRDName))))
 	}
 	st, err := loadState(o)
 	if err != nil {
@@ -411,10 +411,10 @@ func deleteOurWebhookConfigurations(ctx context.Context, cl client.Client) error
 	return nil
 }
 
-// jobSetCRD is the JobSet CRD's metadata, for the client (whose scheme has
-// no CRDs).
-func jobSetCRD() *metav1.PartialObjectMetadata {
-	crd := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: jobSetCRDName}}
+// CRD is the metadata of the CRD named name, for a client whose scheme has
+// no CRDs (the project's).
+func CRD(name string) *metav1.PartialObjectMetadata {
+	crd := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	crd.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"})
 	return crd
 }

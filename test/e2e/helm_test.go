@@ -40,7 +40,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
@@ -195,7 +194,7 @@ func TestHelmInstallAndUninstall(t *testing.T) {
 	// validating one warns of the short TTL), the controllers create its
 	// Jobs, see them complete and delete it at its TTL.
 	ns := newNamespace(t)
-	out := mustKubectl("create", "-n", ns, "-f", writeTemp(t, `apiVersion: trainer.kubeflow.org/v1alpha1
+	out := applyYAML(t, ns, `apiVersion: trainer.kubeflow.org/v1alpha1
 kind: TrainJob
 metadata:
   name: through-the-chart
@@ -210,7 +209,7 @@ spec:
     command: [torchrun, train.py]
   runtimePatches:
   - manager: e2e.trainjob-operator.dev/helm
-`))
+`)
 	if !strings.Contains(out, "Warning: spec.ttlSecondsAfterFinished: 5") {
 		t.Errorf("no warning of the validating webhook when creating a TrainJob with a 5s TTL:\n%s", out)
 	}
@@ -508,9 +507,8 @@ func startChartManager(t *testing.T, configPath, kubeconfig string, webhookPort 
 
 // getCRD reads the CRD of the TrainJob API's resource.
 func getCRD(ctx context.Context, resource string) error {
-	crd := &metav1.PartialObjectMetadata{}
-	crd.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"})
-	return k8s.Get(ctx, client.ObjectKey{Name: resource + "." + trainer.GroupVersion.Group}, crd)
+	name := resource + "." + trainer.GroupVersion.Group
+	return k8s.Get(ctx, client.ObjectKey{Name: name}, dev.CRD(name))
 }
 
 func freePort(t *testing.T) int {
