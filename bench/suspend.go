@@ -72,7 +72,11 @@ func (b *bench) suspendScenario() sidedScenario {
 
 // suspendTrack is what the bench saw of one object.
 type suspendTrack struct {
-	pods      map[string]corev1.PodPhase // live Pods
+	pods map[string]corev1.PodPhase // live Pods
+	// before are the Pods seen before the suspension: a Pod running again
+	// is another (its creation time has a resolution of a second, too
+	// coarse to tell).
+	before    map[string]bool
 	suspendAt time.Time
 	goneAt    time.Time
 	suspended time.Time
@@ -90,7 +94,7 @@ type suspendTracker struct {
 func (t *suspendTracker) get(name string) *suspendTrack {
 	o := t.objs[name]
 	if o == nil {
-		o = &suspendTrack{pods: map[string]corev1.PodPhase{}}
+		o = &suspendTrack{pods: map[string]corev1.PodPhase{}, before: map[string]bool{}}
 		t.objs[name] = o
 	}
 	return o
@@ -122,7 +126,10 @@ func (t *suspendTracker) observePod(ev event) {
 		return
 	}
 	o.pods[pod.Name] = pod.Status.Phase
-	if !o.resumeAt.IsZero() && o.runningAt.IsZero() && pod.Status.Phase == corev1.PodRunning && pod.CreationTimestamp.After(o.suspendAt) {
+	if o.suspendAt.IsZero() {
+		o.before[pod.Name] = true
+	}
+	if !o.resumeAt.IsZero() && o.runningAt.IsZero() && pod.Status.Phase == corev1.PodRunning && !o.before[pod.Name] {
 		o.runningAt = ev.At
 	}
 }
