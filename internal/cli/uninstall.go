@@ -86,7 +86,9 @@ wait until none is left. It works whether the manager still runs or not, and
 whether the CRDs are still installed or were deleted already.
 
 It ignores --namespace: it acts on the whole cluster. Then delete the
-installation itself: kubectl delete -k config/default`,
+installation itself, as it was installed (docs/install.md):
+kubectl delete --ignore-not-found -f dist/install.yaml (or -k config/default),
+or helm uninstall and then the CRDs.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if timeout <= 0 {
@@ -206,8 +208,9 @@ func (u *uninstaller) run(ctx context.Context) error {
 			fmt.Fprintf(u.out, "Deleted %d TrainJobs, %d child Jobs, %d Services and %d Pods; released %d tracking finalizers.\n",
 				did.trainJobs, did.jobs, did.services, did.pods, did.finalizers)
 			fmt.Fprintf(u.out, "Done in %s: no TrainJob, child Job, Pod of one, Service or %s finalizer is left.\n", elapsed, trainer.JobTrackingFinalizer)
-			fmt.Fprintln(u.out, "Next, delete the installation (CRDs, runtimes, RBAC, webhook, manager):")
-			fmt.Fprintln(u.out, "  kubectl delete -k config/default")
+			fmt.Fprintln(u.out, "Next, delete the installation (CRDs, runtimes, RBAC, webhook, manager) as it was installed:")
+			fmt.Fprintln(u.out, "  kubectl delete --ignore-not-found -f dist/install.yaml   (or -k config/default)")
+			fmt.Fprintln(u.out, "  helm uninstall trainjob-operator -n trainjob-system && kubectl delete -f charts/trainjob-operator/crds/")
 			return nil
 		}
 		if ctx.Err() != nil && last != nil {

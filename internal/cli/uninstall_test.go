@@ -223,7 +223,7 @@ func TestUninstall(t *testing.T) {
 				// The garbage collector deletes the Pods of the Jobs deleted.
 				"Deleted 1 TrainJobs, 2 child Jobs, 1 Services and 0 Pods; released 2 tracking finalizers.",
 				"Done in 2s: no TrainJob, child Job, Pod of one, Service or trainer.kubeflow.org/job-tracking finalizer is left.",
-				"kubectl delete -k config/default",
+				"kubectl delete --ignore-not-found -f dist/install.yaml",
 			},
 			wantPauses: 1,
 		},

@@ -54,46 +54,44 @@ import (
 	utiltesting "github.com/trainjob-operator/trainjob-operator/internal/util/testing"
 )
 
-// The release the test installs: the name docs/install.md gives it, in a
-// namespace of its own.
+// The Helm release the test installs: the name docs/install.md gives it, in
+// a namespace of its own.
 const (
 	helmRelease   = "trainjob-operator"
 	helmNamespace = "trainjob-helm"
-	// The chart's ServiceAccount, which its RBAC binds.
-	chartServiceAccount = "trainjob-operator"
+	// The installations' ServiceAccount, which their RBAC binds.
+	managerServiceAccount = "trainjob-operator"
+	// The version the kustomize test's release manifests are made for.
+	releaseVersion = "v0.0.1-e2e"
 )
 
-// The Helm chart installed with helm into the suite's cluster, a TrainJob
-// run through it, and, with another TrainJob running, uninstalled as
-// docs/install.md says (trainctl uninstall, helm uninstall, the CRDs
-// deleted): nothing is left held by a finalizer, and the namespaces delete.
-//
-// What this cluster cannot do, and what the test does in its place:
-//   - kwok simulates the Pods of the chart's Deployment: no container runs.
-//     The manager runs on this machine as that Pod would: with the
-//     configuration the chart installed (its ConfigMap), as the chart's
-//     ServiceAccount (a token of it from the TokenRequest API, as the
-//     kubelet mounts one, so that every request is allowed by the chart's
-//     RBAC or refused), its Lease in the release's namespace.
-//   - The API server cannot reach the webhook's Service (no Pod network,
-//     no kube-proxy). After helm install the test points the two webhook
-//     configurations at the manager by URL, https://localhost:<port>, and
-//     the manager makes its certificate for localhost instead of the
-//     Service's name. These are the only changes to what the chart
-//     installs.
-//
-// The chart's cluster-wide objects (CRDs, ClusterRoles, webhook
-// configurations, runtimes) have the names of the suite's installation,
-// which dev.Up applies from config/: one installation per cluster. So the
-// test first waits until no TrainJob is left, stops the suite's manager and
-// deletes that installation, and afterwards brings it back with dev.Up.
+// An installation of the product on the suite's cluster, one of the ways
+// docs/install.md gives.
+type installation struct {
+	// namespace the manager is installed in.
+	namespace string
+	// labels every object of the installation carries, and none other.
+	labels map[string]string
+	// install installs it, and returns once its Deployment is available.
+	install func(t *testing.T)
+	// uninstall removes it as docs/install.md says, after trainctl
+	// uninstall: stopManager stops the manager, which stands for the
+	// Deployment's Pods, once they are gone.
+	uninstall func(t *testing.T, stopManager func())
+	// cleanup removes what a failed test left of it, before the suite's
+	// installation comes back: their objects have the same names.
+	cleanup func()
+}
+
+// The Helm chart installed with helm into the suite's cluster, run, and
+// uninstalled as docs/install.md says (trainctl uninstall, helm uninstall,
+// the CRDs deleted). See testInstallAndUninstall.
 func TestHelmInstallAndUninstall(t *testing.T) {
-	ctx := context.Background()
 	helmBin := filepath.Join(repoRoot, "bin", "helm")
 	if _, err := os.Stat(helmBin); err != nil {
 		t.Fatalf("bin/helm is missing: run 'hack/build-tools.sh helm' (make test-e2e does): %v", err)
 	}
-	helm := func(args ...string) {
+	helm := func(t *testing.T, args ...string) {
 		t.Helper()
 		cmd := exec.Command(helmBin, append([]string{"--kubeconfig", devOpts.Kubeconfig()}, args...)...)
 		// Helm's own files (repositories, cache) stay out of $HOME.
@@ -104,84 +102,188 @@ func TestHelmInstallAndUninstall(t *testing.T) {
 			t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
 	}
-	mustKubectl := func(args ...string) string {
-		t.Helper()
-		out, err := kubectl(args...)
-		if err != nil {
-			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return out
-	}
+	testInstallAndUninstall(t, installation{
+		namespace: helmNamespace,
+		labels:    map[string]string{"app.kubernetes.io/instance": helmRelease},
+		install: func(t *testing.T) {
+			// kwok ends a Pod 5 s after it starts unless annotated: the
+			// Deployment's Pods run until the test ends (they are not
+			// the manager).
+			helm(t, "install", helmRelease, filepath.Join(repoRoot, "charts", "trainjob-operator"),
+				"--namespace", helmNamespace, "--create-namespace",
+				"--set-string", "podAnnotations.pod-complete\\.stage\\.kwok\\.x-k8s\\.io/delay=1h",
+				"--wait", "--timeout", "60s")
+		},
+		uninstall: func(t *testing.T, stopManager func()) {
+			helm(t, "uninstall", helmRelease, "--namespace", helmNamespace, "--wait", "--timeout", "60s")
+			stopManager()
+			mustKubectl(t, "delete", "-f", filepath.Join(repoRoot, "charts", "trainjob-operator", "crds"), "--timeout", "60s")
+		},
+		cleanup: func() {
+			_, _ = kubectl("delete", "namespace", helmNamespace, "--ignore-not-found", "--wait=false")
+			out, err := exec.Command(helmBin, "--kubeconfig", devOpts.Kubeconfig(), "uninstall", helmRelease, "-n", helmNamespace, "--ignore-not-found").CombinedOutput()
+			if err != nil {
+				t.Logf("helm uninstall: %v\n%s", err, out)
+			}
+		},
+	})
+}
 
+// The release manifests, as make release writes them, applied with kubectl
+// into the suite's cluster, run, and uninstalled as docs/install.md says
+// (trainctl uninstall, kubectl delete -f dist/install.yaml). See
+// testInstallAndUninstall.
+//
+// make release names the manager's image by the digest make image pushed;
+// kwok pulls no image, so the test writes the manifests for a digest no
+// registry holds (hack/release.sh takes it from dist/image.digest), and
+// TestReleaseManifests checks they are config/default's objects but for it.
+func TestKustomizeInstallAndUninstall(t *testing.T) {
+	dist := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dist, "image.digest"), []byte("sha256:"+strings.Repeat("0", 64)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	release := exec.Command(filepath.Join(repoRoot, "hack", "release.sh"))
+	release.Env = append(os.Environ(), "VERSION="+releaseVersion, "IMAGE_REPO=registry.example.com/trainjob-operator", "DIST="+dist,
+		"KUBECTL="+filepath.Join(repoRoot, "bin", "kubectl"), "HELM="+filepath.Join(repoRoot, "bin", "helm"))
+	if out, err := release.CombinedOutput(); err != nil {
+		t.Fatalf("hack/release.sh: %v\n%s", err, out)
+	}
+	installYAML := filepath.Join(dist, "install.yaml")
+	testInstallAndUninstall(t, installation{
+		namespace: config.Namespace,
+		labels:    map[string]string{"app.kubernetes.io/version": releaseVersion},
+		install: func(t *testing.T) {
+			// A cluster that has never run the product has no namespace
+			// of it: the suite's manager kept its configuration there.
+			mustKubectl(t, "delete", "namespace", config.Namespace, "--ignore-not-found", "--timeout", "60s")
+			// kwok ends a Pod 5 s after it starts unless annotated: an
+			// overlay of install.yaml, as a user makes one, annotates the
+			// Deployment's Pods to run until the test ends.
+			overlay := t.TempDir()
+			data, err := os.ReadFile(installYAML)
+			if err != nil {
+				t.Fatal(err)
+			}
+			kustomization := `apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+  - install.yaml
+patches:
+  - target:
+      kind: Deployment
+      name: trainjob-operator
+    patch: |-
+      - op: add
+        path: /spec/template/metadata/annotations
+        value:
+          pod-complete.stage.kwok.x-k8s.io/delay: 1h
+`
+			for name, content := range map[string][]byte{"install.yaml": data, "kustomization.yaml": []byte(kustomization)} {
+				if err := os.WriteFile(filepath.Join(overlay, name), content, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			mustKubectl(t, "apply", "--server-side", "-k", overlay)
+			mustKubectl(t, "-n", config.Namespace, "rollout", "status", "deployment/trainjob-operator", "--timeout", "60s")
+		},
+		uninstall: func(t *testing.T, stopManager func()) {
+			mustKubectl(t, "delete", "--ignore-not-found", "-f", installYAML, "--timeout", "60s")
+			stopManager()
+		},
+		cleanup: func() {
+			// The namespace gone, not deleting, for the suite's
+			// installation to make it again.
+			if out, err := kubectl("delete", "-f", installYAML, "--ignore-not-found", "--timeout", "60s"); err != nil {
+				t.Logf("kubectl delete -f install.yaml: %v\n%s", err, out)
+			}
+		},
+	})
+}
+
+// testInstallAndUninstall installs the product with inst, runs a TrainJob
+// through it, and, with another TrainJob running, uninstalls it as
+// docs/install.md says (trainctl uninstall, then inst.uninstall): nothing is
+// left held by a finalizer, and the namespaces delete.
+//
+// What this cluster cannot do, and what the test does in its place:
+//   - kwok simulates the Pods of the installation's Deployment: no container
+//     runs. The manager runs on this machine as that Pod would: with the
+//     configuration the installation made (its ConfigMap), as its
+//     ServiceAccount (a token of it from the TokenRequest API, as the
+//     kubelet mounts one, so that every request is allowed by the
+//     installation's RBAC or refused), its Lease in the installation's
+//     namespace.
+//   - The API server cannot reach the webhook's Service (no Pod network,
+//     no kube-proxy). After the install the test points the two webhook
+//     configurations at the manager by URL, https://localhost:<port>, and
+//     the manager makes its certificate for localhost instead of the
+//     Service's name. These are the only changes to what is installed.
+//
+// The installation's cluster-wide objects (CRDs, ClusterRoles, webhook
+// configurations, runtimes) have the names of the suite's installation,
+// which dev.Up applies from config/: one installation per cluster. So the
+// test first waits until no TrainJob is left, stops the suite's manager and
+// deletes that installation, and afterwards brings it back with dev.Up.
+func testInstallAndUninstall(t *testing.T, inst installation) {
+	ctx := context.Background()
 	start := time.Now()
 	replaceSuiteInstallation(t, ctx)
-	t.Cleanup(func() {
-		// A failed test may have left the release: its objects would
-		// collide with the suite's.
-		_, _ = kubectl("delete", "namespace", helmNamespace, "--ignore-not-found", "--wait=false")
-		out, err := exec.Command(helmBin, "--kubeconfig", devOpts.Kubeconfig(), "uninstall", helmRelease, "-n", helmNamespace, "--ignore-not-found").CombinedOutput()
-		if err != nil {
-			t.Logf("helm uninstall: %v\n%s", err, out)
-		}
-	})
+	t.Cleanup(inst.cleanup)
+	inst.install(t)
+	t.Logf("installed: %s", time.Since(start).Round(100*time.Millisecond))
 
-	// kwok ends a Pod 5 s after it starts unless annotated: the
-	// Deployment's Pods run until the test ends (they are not the manager).
-	helm("install", helmRelease, filepath.Join(repoRoot, "charts", "trainjob-operator"),
-		"--namespace", helmNamespace, "--create-namespace",
-		"--set-string", "podAnnotations.pod-complete\\.stage\\.kwok\\.x-k8s\\.io/delay=1h",
-		"--wait", "--timeout", "60s")
-	t.Logf("helm install: %s", time.Since(start).Round(100*time.Millisecond))
-
-	// What the chart installed: its CRDs (crds/), its runtimes, a Deployment
-	// whose Pods the API server admitted and kwok runs.
+	// What it installed: the CRDs, the runtimes, a Deployment whose Pods
+	// the API server admitted and kwok runs.
 	for _, crd := range []string{"trainjobs", "trainingruntimes", "clustertrainingruntimes"} {
 		if err := getCRD(ctx, crd); err != nil {
-			t.Fatalf("the chart's CRD %s: %v", crd, err)
+			t.Fatalf("the installation's CRD %s: %v", crd, err)
 		}
 	}
 	var runtime trainer.ClusterTrainingRuntime
 	if err := k8s.Get(ctx, client.ObjectKey{Name: "torch-distributed"}, &runtime); err != nil {
-		t.Fatalf("the chart's runtime torch-distributed: %v", err)
+		t.Fatalf("the installation's runtime torch-distributed: %v", err)
 	}
-	if got := runtime.Labels["app.kubernetes.io/instance"]; got != helmRelease {
-		t.Errorf("runtime torch-distributed has instance label %q, want %q: not the release's", got, helmRelease)
+	for k, v := range inst.labels {
+		if got := runtime.Labels[k]; got != v {
+			t.Errorf("runtime torch-distributed has label %s=%q, want %q: not the installation's", k, got, v)
+		}
 	}
 	var deploy appsv1.Deployment
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: helmNamespace, Name: "trainjob-operator"}, &deploy); err != nil {
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: inst.namespace, Name: "trainjob-operator"}, &deploy); err != nil {
 		t.Fatal(err)
 	}
 	if deploy.Status.AvailableReplicas != *deploy.Spec.Replicas {
 		t.Errorf("the Deployment has %d available replicas of %d", deploy.Status.AvailableReplicas, *deploy.Spec.Replicas)
 	}
 
-	// The webhook, reached by URL; the manager, as the chart's Pod.
+	// The webhook, reached by URL; the manager, as the Deployment's Pod.
 	webhookPort := freePort(t)
-	pointWebhooksAt(t, ctx, webhookPort)
-	configPath := chartConfiguration(t, ctx)
-	kubeconfig := serviceAccountKubeconfig(t, ctx)
-	stopManager := startChartManager(t, configPath, kubeconfig, webhookPort)
+	pointWebhooksAt(t, ctx, inst.namespace, webhookPort)
+	configPath := installedConfiguration(t, ctx, inst.namespace)
+	kubeconfig := serviceAccountKubeconfig(t, ctx, inst.namespace)
+	stopManager := startInstalledManager(t, inst.namespace, configPath, kubeconfig, webhookPort)
 
-	// The manager did, with the chart's RBAC, what it does at start: made
-	// the certificate into the release's Secret, put its CA in both webhook
-	// configurations, took the Lease.
+	// The manager did, with the installation's RBAC, what it does at start:
+	// made the certificate into the installation's Secret, put its CA in
+	// both webhook configurations, took the Lease.
 	eventually(t, "the manager to lead, and its certificate in place", func() error {
 		var lease coordinationv1.Lease
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: helmNamespace, Name: configv1alpha1.DefaultLeaderElectionID}, &lease); err != nil {
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: inst.namespace, Name: configv1alpha1.DefaultLeaderElectionID}, &lease); err != nil {
 			return err
 		}
 		if ptr.Deref(lease.Spec.HolderIdentity, "") == "" {
 			return errors.New("the Lease has no holder")
 		}
 		var secret corev1.Secret
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: helmNamespace, Name: configv1alpha1.DefaultWebhookSecretName}, &secret); err != nil {
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: inst.namespace, Name: configv1alpha1.DefaultWebhookSecretName}, &secret); err != nil {
 			return err
 		}
 		ca := secret.Data["ca.crt"]
 		if len(ca) == 0 || len(secret.Data["tls.crt"]) == 0 {
-			return errors.New("the release's certificate Secret is empty")
+			return errors.New("the installation's certificate Secret is empty")
 		}
-		for _, cc := range chartWebhooks(t, ctx) {
+		for _, cc := range installedWebhooks(t, ctx) {
 			if string(cc.CABundle) != string(ca) {
 				return errors.New("a webhook's caBundle is not the Secret's CA")
 			}
@@ -189,7 +291,7 @@ func TestHelmInstallAndUninstall(t *testing.T) {
 		return nil
 	})
 
-	// A TrainJob runs to completion through the release: both webhooks
+	// A TrainJob runs to completion through the installation: both webhooks
 	// answer (the mutating one stamps the runtime patch's time, the
 	// validating one warns of the short TTL), the controllers create its
 	// Jobs, see them complete and delete it at its TTL.
@@ -197,7 +299,7 @@ func TestHelmInstallAndUninstall(t *testing.T) {
 	out := applyYAML(t, ns, `apiVersion: trainer.kubeflow.org/v1alpha1
 kind: TrainJob
 metadata:
-  name: through-the-chart
+  name: through-the-installation
   annotations:
     `+runFor+`: 2s
 spec:
@@ -208,20 +310,20 @@ spec:
     numNodes: 2
     command: [torchrun, train.py]
   runtimePatches:
-  - manager: e2e.trainjob-operator.dev/helm
+  - manager: e2e.trainjob-operator.dev/install
 `)
 	if !strings.Contains(out, "Warning: spec.ttlSecondsAfterFinished: 5") {
 		t.Errorf("no warning of the validating webhook when creating a TrainJob with a 5s TTL:\n%s", out)
 	}
-	tj, err := getTrainJob(ns, "through-the-chart")
+	tj, err := getTrainJob(ns, "through-the-installation")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(tj.Spec.RuntimePatches) != 1 || tj.Spec.RuntimePatches[0].Time == nil {
 		t.Errorf("the mutating webhook did not stamp the runtime patch's time: %+v", tj.Spec.RuntimePatches)
 	}
-	done := waitCondition(t, ns, "through-the-chart", trainer.TrainJobComplete, trainer.TrainJobJobsCompletedReason)
-	waitGoneNotBefore(t, ns, "through-the-chart", done.FinishedCondition().LastTransitionTime.Add(5*time.Second))
+	done := waitCondition(t, ns, "through-the-installation", trainer.TrainJobComplete, trainer.TrainJobJobsCompletedReason)
+	waitGoneNotBefore(t, ns, "through-the-installation", done.FinishedCondition().LastTransitionTime.Add(5*time.Second))
 	t.Logf("a TrainJob ran to completion and was deleted at its TTL: %s since the start", time.Since(start).Round(100*time.Millisecond))
 
 	// Uninstalled with a TrainJob running, its Jobs held by the tracking
@@ -242,27 +344,23 @@ spec:
 	} else {
 		t.Logf("trainctl uninstall:\n%s", out)
 	}
-	helm("uninstall", helmRelease, "--namespace", helmNamespace, "--wait", "--timeout", "60s")
-	// The Deployment is gone: so are its Pods, which the manager stands for.
-	stopManager()
-	mustKubectl("delete", "-f", filepath.Join(repoRoot, "charts", "trainjob-operator", "crds"), "--timeout", "60s")
-	t.Logf("trainctl uninstall, helm uninstall, CRDs deleted: %s", time.Since(uninstallStart).Round(100*time.Millisecond))
+	inst.uninstall(t, stopManager)
+	t.Logf("trainctl uninstall, then the installation removed: %s", time.Since(uninstallStart).Round(100*time.Millisecond))
 
-	// Nothing is left: no CRD, no object of the release anywhere, no child
-	// Job or Pod, and both namespaces delete.
+	// Nothing is left: no CRD, no object of the installation anywhere, no
+	// child Job or Pod, and the namespaces delete.
 	for _, crd := range []string{"trainjobs", "trainingruntimes", "clustertrainingruntimes"} {
 		if err := getCRD(ctx, crd); !apierrors.IsNotFound(err) {
 			t.Errorf("CRD %s: %v, want it gone", crd, err)
 		}
 	}
-	release := client.MatchingLabels{"app.kubernetes.io/instance": helmRelease}
 	for _, l := range []client.ObjectList{
 		&rbacv1.ClusterRoleList{}, &rbacv1.ClusterRoleBindingList{},
 		&admissionregistrationv1.ValidatingWebhookConfigurationList{}, &admissionregistrationv1.MutatingWebhookConfigurationList{},
 		&appsv1.DeploymentList{}, &corev1.ServiceList{}, &corev1.ServiceAccountList{}, &corev1.ConfigMapList{}, &corev1.SecretList{},
 		&rbacv1.RoleList{}, &rbacv1.RoleBindingList{},
 	} {
-		if err := k8s.List(ctx, l, release); err != nil {
+		if err := k8s.List(ctx, l, client.MatchingLabels(inst.labels)); err != nil {
 			t.Fatal(err)
 		}
 		items, err := meta.ExtractList(l)
@@ -270,7 +368,7 @@ spec:
 			t.Fatal(err)
 		}
 		if n := len(items); n > 0 {
-			t.Errorf("helm uninstall left %d %T of the release", n, l)
+			t.Errorf("the uninstall left %d %T of the installation", n, l)
 		}
 	}
 	eventually(t, "no Job or Pod of the TrainJobs to be left", func() error {
@@ -293,13 +391,14 @@ spec:
 		}
 		return nil
 	})
-	for _, name := range []string{ns, helmNamespace} {
-		if err := k8s.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+	for _, name := range []string{ns, inst.namespace} {
+		err := k8s.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
+		if client.IgnoreNotFound(err) != nil {
 			t.Fatalf("deleting namespace %s: %v", name, err)
 		}
 	}
-	eventually(t, "both namespaces to be deleted", func() error {
-		for _, name := range []string{ns, helmNamespace} {
+	eventually(t, "the namespaces to be deleted", func() error {
+		for _, name := range []string{ns, inst.namespace} {
 			var got corev1.Namespace
 			err := k8s.Get(ctx, client.ObjectKey{Name: name}, &got)
 			if err == nil {
@@ -312,6 +411,15 @@ spec:
 		return nil
 	})
 	t.Logf("install, a TrainJob through it, uninstall with one running, namespaces deleted: %s", time.Since(start).Round(100*time.Millisecond))
+}
+
+func mustKubectl(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := kubectl(args...)
+	if err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
 }
 
 // replaceSuiteInstallation makes the cluster as one the chart installs into:
@@ -357,9 +465,9 @@ func replaceSuiteInstallation(t *testing.T, ctx context.Context) {
 	}
 }
 
-// chartWebhooks returns the client configurations of the webhooks of the
-// chart's two webhook configurations.
-func chartWebhooks(t *testing.T, ctx context.Context) []*admissionregistrationv1.WebhookClientConfig {
+// installedWebhooks returns the client configurations of the webhooks of
+// the installation's two webhook configurations.
+func installedWebhooks(t *testing.T, ctx context.Context) []*admissionregistrationv1.WebhookClientConfig {
 	t.Helper()
 	var v admissionregistrationv1.ValidatingWebhookConfiguration
 	var m admissionregistrationv1.MutatingWebhookConfiguration
@@ -380,15 +488,16 @@ func chartWebhooks(t *testing.T, ctx context.Context) []*admissionregistrationv1
 	return out
 }
 
-// pointWebhooksAt changes the chart's webhook configurations to call
-// https://localhost:port at the path each names on the Service, which the
-// API server cannot reach here. Nothing else of them changes.
-func pointWebhooksAt(t *testing.T, ctx context.Context, port int) {
+// pointWebhooksAt changes the installation's webhook configurations, which
+// call a Service in namespace, to call https://localhost:port at the path
+// each names on the Service, which the API server cannot reach here.
+// Nothing else of them changes.
+func pointWebhooksAt(t *testing.T, ctx context.Context, namespace string, port int) {
 	t.Helper()
 	key := client.ObjectKey{Name: configv1alpha1.DefaultWebhookConfigurationName}
 	toURL := func(cc *admissionregistrationv1.WebhookClientConfig) {
-		if cc.Service == nil || cc.Service.Namespace != helmNamespace || cc.Service.Path == nil {
-			t.Fatalf("the chart's webhook calls %+v, want a path on a Service in %s", cc.Service, helmNamespace)
+		if cc.Service == nil || cc.Service.Namespace != namespace || cc.Service.Path == nil {
+			t.Fatalf("the installation's webhook calls %+v, want a path on a Service in %s", cc.Service, namespace)
 		}
 		cc.URL = ptr.To(fmt.Sprintf("https://localhost:%d%s", port, *cc.Service.Path))
 		cc.Service = nil
@@ -414,24 +523,28 @@ func pointWebhooksAt(t *testing.T, ctx context.Context, port int) {
 	}
 }
 
-// chartConfiguration writes the manager's configuration as the chart
-// installed it (its ConfigMap), with the certificate made for localhost,
-// the name the API server calls the webhook by here, and returns its path.
-func chartConfiguration(t *testing.T, ctx context.Context) string {
+// installedConfiguration writes the manager's configuration as the
+// installation in namespace made it (its ConfigMap), with the certificate
+// made for localhost, the name the API server calls the webhook by here,
+// and returns its path.
+func installedConfiguration(t *testing.T, ctx context.Context, namespace string) string {
 	t.Helper()
 	var cm corev1.ConfigMap
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: helmNamespace, Name: config.ConfigMapName}, &cm); err != nil {
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: config.ConfigMapName}, &cm); err != nil {
 		t.Fatal(err)
 	}
 	var cfg map[string]any
 	if err := yaml.Unmarshal([]byte(cm.Data[config.ConfigMapKey]), &cfg); err != nil {
-		t.Fatalf("the chart's configuration: %v", err)
+		t.Fatalf("the installation's configuration: %v", err)
 	}
-	// Installed in a namespace of its own, the chart configures the
-	// manager for it.
-	ns, _, _ := unstructured.NestedString(cfg, "webhook", "certManagement", "secretNamespace")
-	if ns != helmNamespace {
-		t.Errorf("the chart's configuration has the certificate's Secret in namespace %q, want the release's, %s:\n%s", ns, helmNamespace, cm.Data[config.ConfigMapKey])
+	// Installed in a namespace other than the default, the manager is
+	// configured for it.
+	ns, set, _ := unstructured.NestedString(cfg, "webhook", "certManagement", "secretNamespace")
+	if !set {
+		ns = config.Namespace
+	}
+	if ns != namespace {
+		t.Errorf("the installation's configuration has the certificate's Secret in namespace %q, want its own, %s:\n%s", ns, namespace, cm.Data[config.ConfigMapKey])
 	}
 	if err := unstructured.SetNestedField(cfg, "localhost", "webhook", "certManagement", "dnsName"); err != nil {
 		t.Fatal(err)
@@ -444,14 +557,14 @@ func chartConfiguration(t *testing.T, ctx context.Context) string {
 }
 
 // serviceAccountKubeconfig writes a kubeconfig of the suite's cluster that
-// authenticates as the chart's ServiceAccount, with a token of it, and
-// checks the API server sees that identity.
-func serviceAccountKubeconfig(t *testing.T, ctx context.Context) string {
+// authenticates as the manager's ServiceAccount in namespace, with a token
+// of it, and checks the API server sees that identity.
+func serviceAccountKubeconfig(t *testing.T, ctx context.Context, namespace string) string {
 	t.Helper()
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: helmNamespace, Name: chartServiceAccount}}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: managerServiceAccount}}
 	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}
 	if err := k8s.SubResource("token").Create(ctx, sa, tr); err != nil {
-		t.Fatalf("a token of the chart's ServiceAccount: %v", err)
+		t.Fatalf("a token of the installation's ServiceAccount: %v", err)
 	}
 	kc, err := clientcmd.LoadFromFile(devOpts.Kubeconfig())
 	if err != nil {
@@ -476,24 +589,25 @@ func serviceAccountKubeconfig(t *testing.T, ctx context.Context) string {
 	if err := asSA.Create(ctx, review); err != nil {
 		t.Fatal(err)
 	}
-	if want := "system:serviceaccount:" + helmNamespace + ":" + chartServiceAccount; review.Status.UserInfo.Username != want {
+	if want := "system:serviceaccount:" + namespace + ":" + managerServiceAccount; review.Status.UserInfo.Username != want {
 		t.Fatalf("the manager's kubeconfig authenticates as %q, want %q", review.Status.UserInfo.Username, want)
 	}
 	return path
 }
 
-// startChartManager runs bin/manager as the chart's Deployment runs it, but
-// on this machine: the chart's configuration, the ServiceAccount's
-// kubeconfig, and, for what the Pod has from its cluster, flags: ports of
+// startInstalledManager runs bin/manager as the installation's Deployment
+// in namespace runs it, but on this machine: the installation's
+// configuration, the ServiceAccount's kubeconfig, and, for what the Pod has
+// from its cluster, flags: ports of
 // its own on 127.0.0.1 (the Pod's are 9443, 8443 and 8081 on its own
 // address), a certificate directory (the Pod's emptyDir), the Lease's
 // namespace (a Pod's is read from its ServiceAccount's mount). It returns
 // once the manager is ready; stop stops it, and the test's end does if the
 // test does not.
-func startChartManager(t *testing.T, configPath, kubeconfig string, webhookPort int) (stop func()) {
+func startInstalledManager(t *testing.T, namespace, configPath, kubeconfig string, webhookPort int) (stop func()) {
 	t.Helper()
 	healthPort := freePort(t)
-	return utiltesting.StartProcess(t, "the chart's manager", utiltesting.ReadyzURL(healthPort), timeout,
+	return utiltesting.StartProcess(t, "the installation's manager", utiltesting.ReadyzURL(healthPort), timeout,
 		filepath.Join(repoRoot, "bin", "manager"),
 		"--config", configPath,
 		"--kubeconfig", kubeconfig,
@@ -501,7 +615,7 @@ func startChartManager(t *testing.T, configPath, kubeconfig string, webhookPort 
 		"--webhook-cert-dir", t.TempDir(),
 		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", freePort(t)),
 		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", healthPort),
-		"--leader-election-namespace", helmNamespace,
+		"--leader-election-namespace", namespace,
 	)
 }
 
