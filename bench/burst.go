@@ -18,8 +18,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
+	"net/http"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -35,8 +37,13 @@ import (
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
 )
 
-// burstRun is how long the Pods of the burst scenario run.
-const burstRun = "30s"
+const (
+	// burstRun is how long the Pods of the burst scenario run.
+	burstRun = "30s"
+	// burstProfileWindow is how long -pprof profiles the burst from its
+	// start: the creations and the Pods' start.
+	burstProfileWindow = 60 * time.Second
+)
 
 // burstSide is one side's figures in the burst scenario.
 type burstSide struct {
@@ -101,6 +108,11 @@ func (b *bench) burstSide(ctx context.Context, side string, n int) (burstSide, e
 	if err := b.ensureNodes(ctx, n); err != nil {
 		return burstSide{}, err
 	}
+	pprofPort, restore, err := b.servingProfiles(ctx, side)
+	if err != nil {
+		return burstSide{}, err
+	}
+	defer restore()
 	namespaces, drop, err := b.namespaces(ctx, "bench-burst", (n+perNamespace-1)/perNamespace)
 	if err != nil {
 		return burstSide{}, err
@@ -160,6 +172,7 @@ func (b *bench) burstSide(ctx context.Context, side string, n int) (burstSide, e
 	}
 
 	start := time.Now()
+	profiles := b.burstProfiles(ctx, side, pprofPort)
 	err = b.forAll(ctx, "created", objects(side), objs, func(o client.Object) error {
 		tr.mu.Lock()
 		tr.created[o.GetName()] = time.Now()
@@ -175,6 +188,9 @@ func (b *bench) burstSide(ctx context.Context, side string, n int) (burstSide, e
 		return len(tr.completed) == n, fmt.Sprintf("all Pods running for %d, %d complete of %d", len(tr.allAt), len(tr.completed), n)
 	}); err != nil {
 		return burstSide{}, err
+	}
+	if err := profiles(); err != nil {
+		b.logf("  profiles: %v", err)
 	}
 	// Status writes that trail the last completion.
 	time.Sleep(5 * time.Second)
@@ -242,6 +258,35 @@ func (b *bench) burstSide(ctx context.Context, side string, n int) (burstSide, e
 	b.logf("  create → Complete %s", s.Complete)
 	b.logf("  cluster writes per object: %.2f to Complete (%.2f of them by %s), %.2f over its whole life", s.WritesToCompleteTotal, s.ControllerWrites, side, s.WritesTotal)
 	return s, nil
+}
+
+// burstProfiles, under -pprof, saves CPU profiles of the first
+// burstProfileWindow from now, while the objects are created and start: the
+// API server's, on every side, and the manager's, when pprofPort serves
+// them. It returns what waits for them.
+func (b *bench) burstProfiles(ctx context.Context, side string, pprofPort int) (wait func() error) {
+	if !b.c.pprof {
+		return func() error { return nil }
+	}
+	what := fmt.Sprintf("profile?seconds=%d", int(burstProfileWindow.Seconds()))
+	done := make(chan error, 2)
+	profiles := 1
+	go func() {
+		done <- b.saveProfile(ctx, b.apiHTTP, b.apiHost+"/debug/pprof", what, "burst-"+side+"-apiserver-cpu.pprof")
+	}()
+	if pprofPort != 0 {
+		profiles++
+		go func() {
+			done <- b.saveProfile(ctx, http.DefaultClient, managerPprof(pprofPort), what, "burst-"+side+"-cpu.pprof")
+		}()
+	}
+	return func() error {
+		var errs []error
+		for range profiles {
+			errs = append(errs, <-done)
+		}
+		return errors.Join(errs...)
+	}
 }
 
 // perObject is writes per object, the bench's own (mine per object, of

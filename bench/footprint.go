@@ -88,27 +88,15 @@ func (b *bench) footprintSide(ctx context.Context, side string) (any, error) {
 	}
 	// A fresh manager, so the figures are of these TrainJobs alone (the
 	// Kubeflow side runs first on its fresh controllers).
-	args := b.managerArgs()
-	pprofPort := 0
-	if side == ours && b.c.pprof {
-		var err error
-		if pprofPort, err = dev.FreePort(); err != nil {
+	pprofPort, restore, err := b.servingProfiles(ctx, side)
+	if err != nil {
+		return nil, err
+	}
+	defer restore()
+	if side == ours && pprofPort == 0 {
+		if err := b.restartManager(ctx, b.managerArgs()...); err != nil {
 			return nil, err
 		}
-		args = append(args, fmt.Sprintf("--pprof-bind-address=127.0.0.1:%d", pprofPort))
-	}
-	if side == ours {
-		if err := b.restartManager(ctx, args...); err != nil {
-			return nil, err
-		}
-	}
-	if side == ours && b.c.pprof {
-		// The next scenario's manager serves no profiles.
-		defer func() {
-			if err := b.restartManager(context.Background(), b.managerArgs()...); err != nil {
-				b.logf("  restarting the manager without profiles: %v", err)
-			}
-		}()
 	}
 	// Namespaces of perNamespace TrainJobs each, created as they fill.
 	wctx, stopWatch := context.WithCancel(ctx)
@@ -166,10 +154,10 @@ func (b *bench) footprintSide(ctx context.Context, side string) (any, error) {
 			return nil, err
 		}
 		var cpuProfile chan error
-		if side == ours && b.c.pprof {
+		if pprofPort != 0 {
 			cpuProfile = make(chan error, 1)
 			go func() {
-				cpuProfile <- b.saveProfile(ctx, pprofPort, "profile?seconds=60", fmt.Sprintf("b4-%d-cpu.pprof", size))
+				cpuProfile <- b.saveProfile(ctx, http.DefaultClient, managerPprof(pprofPort), "profile?seconds=60", fmt.Sprintf("b4-%d-cpu.pprof", size))
 			}()
 		}
 		err := b.waitFor(ctx, fmt.Sprintf("B4 %d TrainJobs", size), 10*time.Minute+time.Duration(size)*100*time.Millisecond, func() (bool, string) {
@@ -205,7 +193,7 @@ func (b *bench) footprintSide(ctx context.Context, side string) (any, error) {
 			p.RestRSSMiB, p.RestHeapMiB = r.RSSMiB, r.HeapMiB
 		}
 		if cpuProfile != nil {
-			if err := errors.Join(<-cpuProfile, b.saveProfile(ctx, pprofPort, "heap", fmt.Sprintf("b4-%d-heap.pprof", size))); err != nil {
+			if err := errors.Join(<-cpuProfile, b.saveProfile(ctx, http.DefaultClient, managerPprof(pprofPort), "heap", fmt.Sprintf("b4-%d-heap.pprof", size))); err != nil {
 				b.logf("  profiles: %v", err)
 			}
 		}
@@ -351,14 +339,40 @@ func (b *bench) sampleManager(ctx context.Context) (footprintPoint, error) {
 	return p, nil
 }
 
-// saveProfile fetches /debug/pprof/<what> from the manager into file in
-// the results directory.
-func (b *bench) saveProfile(ctx context.Context, port int, what, file string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/%s", port, what), nil)
+// servingProfiles restarts the manager, on side ours under -pprof, with
+// its profiles served on a port of its own, and returns that port and what
+// restarts it without them (the next scenario's manager serves none). On
+// any other side, or without -pprof, it returns 0 and does nothing.
+func (b *bench) servingProfiles(ctx context.Context, side string) (port int, restore func(), err error) {
+	if side != ours || !b.c.pprof {
+		return 0, func() {}, nil
+	}
+	if port, err = dev.FreePort(); err != nil {
+		return 0, nil, err
+	}
+	if err := b.restartManager(ctx, append(b.managerArgs(), fmt.Sprintf("--pprof-bind-address=127.0.0.1:%d", port))...); err != nil {
+		return 0, nil, err
+	}
+	return port, func() {
+		if err := b.restartManager(context.Background(), b.managerArgs()...); err != nil {
+			b.logf("  restarting the manager without profiles: %v", err)
+		}
+	}, nil
+}
+
+// managerPprof is where the manager serves its profiles on port.
+func managerPprof(port int) string {
+	return fmt.Sprintf("http://127.0.0.1:%d/debug/pprof", port)
+}
+
+// saveProfile fetches <base>/<what> (a net/http/pprof endpoint) with hc into
+// file in the output directory.
+func (b *bench) saveProfile(ctx context.Context, hc *http.Client, base, what, file string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/"+what, nil)
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return fmt.Errorf("fetching %s: %w", what, err)
 	}
