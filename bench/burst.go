@@ -271,8 +271,12 @@ func (b *bench) burstProfiles(ctx context.Context, side string, pprofPort int) (
 	what := fmt.Sprintf("profile?seconds=%d", int(burstProfileWindow.Seconds()))
 	done := make(chan error, 2)
 	profiles := 1
+	// The API server answers once the window is over: longer than the
+	// bench's client waits for a scrape.
+	api := *b.apiHTTP
+	api.Timeout = burstProfileWindow + 30*time.Second
 	go func() {
-		done <- b.saveProfile(ctx, b.apiHTTP, b.apiHost+"/debug/pprof", what, "burst-"+side+"-apiserver-cpu.pprof")
+		done <- b.saveProfile(ctx, &api, b.apiHost+"/debug/pprof", what, "burst-"+side+"-apiserver-cpu.pprof")
 	}()
 	if pprofPort != 0 {
 		profiles++

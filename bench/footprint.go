@@ -380,6 +380,9 @@ func (b *bench) saveProfile(ctx context.Context, hc *http.Client, base, what, fi
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("fetching %s: %s", what, resp.Status)
 	}
+	if err := os.MkdirAll(b.c.out, 0o755); err != nil {
+		return err
+	}
 	path := filepath.Join(b.c.out, file)
 	f, err := os.Create(path)
 	if err != nil {

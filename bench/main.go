@@ -82,7 +82,7 @@ func main() {
 	flag.StringVar(&c.runtime, "runtime", "torch-distributed", "B3: the ClusterTrainingRuntime of config/runtimes the TrainJobs run on (its ML policy's own children are counted in the writes).")
 	flag.StringVar(&sizes, "sizes", "1000", "B4: TrainJobs held in the manager's cache, rising, comma-separated.")
 	flag.DurationVar(&c.rest, "rest", 0, "B4: also sample the manager this long after each step, idle meanwhile (at rest, once the Go runtime's periodic collection has run); 0: not.")
-	flag.BoolVar(&c.pprof, "pprof", false, "Save profiles in -out. B4: a 60s CPU profile of the manager from the end of each step's creation, and a heap profile once it settles (b4-<size>-cpu.pprof, b4-<size>-heap.pprof). burst: 60s CPU profiles from the first creation, of the API server on each side (burst-<side>-apiserver-cpu.pprof) and of the manager (burst-ours-cpu.pprof).")
+	flag.BoolVar(&c.pprof, "pprof", false, "Save profiles in -out. B4: a 60s CPU profile of the manager from the end of each step's creation, and a heap profile once it settles (b4-<size>-cpu.pprof, b4-<size>-heap.pprof). burst: 60s CPU profiles from the first creation, of the API server on each side (burst-<side>-apiserver-cpu.pprof) and of the manager (burst-trainjob-operator-cpu.pprof).")
 	flag.Float64Var(&c.qps, "qps", 0, "Client QPS given to both the manager and kube-controller-manager. Default: kube-controller-manager's.")
 	flag.IntVar(&c.burst, "burst", 0, "Client burst given to both. Default: kube-controller-manager's.")
 	flag.IntVar(&c.trainJobWorkers, "trainjob-workers", 0, "The manager's controller.trainJobWorkers for the run (TrainJobs reconciled at once). Default: the dev configuration's.")
