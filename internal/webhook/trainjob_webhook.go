@@ -67,6 +67,9 @@ type TrainJobValidator struct {
 	// jobs asks the API server, with dry-run creations, whether it would
 	// accept the Jobs of a new TrainJob.
 	jobs client.Writer
+	// shapes are those the API server accepted lately: a TrainJob of one
+	// of them is not dry-run again.
+	shapes *acceptedShapes
 }
 
 var _ admission.Validator[*trainer.TrainJob] = (*TrainJobValidator)(nil)
@@ -74,11 +77,15 @@ var _ admission.Validator[*trainer.TrainJob] = (*TrainJobValidator)(nil)
 // NewTrainJobValidator returns a validator reading runtimes through reader
 // and dry-running the creation of child Jobs through jobs.
 func NewTrainJobValidator(reader client.Reader, jobs client.Writer) *TrainJobValidator {
-	return &TrainJobValidator{reader: reader, jobs: jobs}
+	return &TrainJobValidator{reader: reader, jobs: jobs, shapes: newAcceptedShapes(time.Now)}
 }
 
-// SetupWithManager registers the webhook with mgr's webhook server.
+// SetupWithManager registers the webhook with mgr's webhook server, and the
+// index of TrainJobs it reads through mgr's cache.
 func (v *TrainJobValidator) SetupWithManager(mgr ctrl.Manager) error {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &trainer.TrainJob{}, dashPrefixIndex, dashPrefixesOf); err != nil {
+		return fmt.Errorf("indexing TrainJobs by %s: %w", dashPrefixIndex, err)
+	}
 	return ctrl.NewWebhookManagedBy(mgr, &trainer.TrainJob{}).WithValidator(v).Complete()
 }
 
@@ -234,24 +241,21 @@ func (v *TrainJobValidator) plan(ctx context.Context, tj *trainer.TrainJob) (job
 // job>-<index>, so TrainJob a-b with replicated Job c and TrainJob a with
 // replicated Job b-c both want a-b-c-0, and the second would wait for
 // the name for as long as the first keeps it. Only TrainJobs whose names
-// are one a dash-prefix of the other can collide. Another TrainJob's
-// Jobs are those pinned in its status, or, before it has any, those its
-// runtime gives it.
+// are one a dash-prefix of the other can collide: those are read, by name
+// and through dashPrefixIndex, not every TrainJob of the namespace.
+// Another TrainJob's Jobs are those pinned in its status, or, before it
+// has any, those its runtime gives it.
 func (v *TrainJobValidator) nameCollisions(ctx context.Context, tj *trainer.TrainJob, plan *jobplan.Plan) (admission.Warnings, field.ErrorList) {
-	var list trainer.TrainJobList
-	if err := v.reader.List(ctx, &list, client.InNamespace(tj.Namespace)); err != nil {
+	others, err := v.dashRelatives(ctx, tj)
+	if err != nil {
 		return admission.Warnings{fmt.Sprintf("could not check the names of this TrainJob's Jobs against other TrainJobs': %v", err)}, nil
 	}
 	mine := map[string]bool{}
 	for _, job := range plan.Jobs {
 		mine[job.Name] = true
 	}
-	for i := range list.Items {
-		other := &list.Items[i]
-		prefix := strings.HasPrefix(other.Name, tj.Name+"-") || strings.HasPrefix(tj.Name, other.Name+"-")
-		if other.Name == tj.Name || !prefix {
-			continue
-		}
+	for i := range others {
+		other := &others[i]
 		for _, name := range v.jobNames(ctx, other) {
 			if mine[name] {
 				return nil, field.ErrorList{field.Invalid(field.NewPath("metadata", "name"), tj.Name, fmt.Sprintf(
@@ -261,6 +265,47 @@ func (v *TrainJobValidator) nameCollisions(ctx context.Context, tj *trainer.Trai
 		}
 	}
 	return nil, nil
+}
+
+// dashRelatives returns the TrainJobs of tj's namespace whose names are
+// tj's name plus a dash and more, or the start of tj's name before a dash.
+func (v *TrainJobValidator) dashRelatives(ctx context.Context, tj *trainer.TrainJob) ([]trainer.TrainJob, error) {
+	var longer trainer.TrainJobList
+	if err := v.reader.List(ctx, &longer, client.InNamespace(tj.Namespace), client.MatchingFields{dashPrefixIndex: tj.Name}); err != nil {
+		return nil, err
+	}
+	others := longer.Items
+	for _, prefix := range dashPrefixes(tj.Name) {
+		var shorter trainer.TrainJob
+		switch err := v.reader.Get(ctx, client.ObjectKey{Namespace: tj.Namespace, Name: prefix}, &shorter); {
+		case err == nil:
+			others = append(others, shorter)
+		case !apierrors.IsNotFound(err):
+			return nil, err
+		}
+	}
+	return others, nil
+}
+
+// dashPrefixIndex indexes TrainJobs by the start of their names before each
+// dash (a-b-c under a and a-b): the TrainJobs whose Jobs' names could be
+// those of a TrainJob of that name.
+const dashPrefixIndex = "trainer.kubeflow.org/name-dash-prefixes"
+
+// dashPrefixesOf is dashPrefixIndex's value of a TrainJob.
+func dashPrefixesOf(obj client.Object) []string {
+	return dashPrefixes(obj.GetName())
+}
+
+// dashPrefixes returns the start of name before each of its dashes.
+func dashPrefixes(name string) []string {
+	var prefixes []string
+	for i := 1; i < len(name); i++ {
+		if name[i] == '-' {
+			prefixes = append(prefixes, name[:i])
+		}
+	}
+	return prefixes
 }
 
 // jobNames are the names of a TrainJob's Jobs.
@@ -295,7 +340,26 @@ func (v *TrainJobValidator) jobNames(ctx context.Context, tj *trainer.TrainJob) 
 // TrainJob with the API server's message: the controller could never create
 // that Job. Any other error (a quota, a timeout, a name already taken) is a
 // warning: it may pass, and the controller reports it if it does not.
+//
+// A TrainJob of a shape whose Jobs the API server accepted lately (a burst
+// of TrainJobs alike but for their names) is accepted without asking again
+// (see shape), and so without the warnings only its own names could meet
+// (a leftover Job of the same name: the controller reports it, NameTaken).
 func (v *TrainJobValidator) dryRunJobs(ctx context.Context, tj *trainer.TrainJob, rt jobplan.Runtime, plan *jobplan.Plan) (admission.Warnings, field.ErrorList) {
+	s, known := shapeOf(tj, rt)
+	if known && v.shapes.accepted(s) {
+		return nil, nil
+	}
+	warnings, errs := v.dryRunFirstJobs(ctx, tj, rt, plan)
+	if known && len(warnings) == 0 && len(errs) == 0 {
+		v.shapes.accept(s)
+	}
+	return warnings, errs
+}
+
+// dryRunFirstJobs dry-runs the creation of the first Job of each replicated
+// Job of plan.
+func (v *TrainJobValidator) dryRunFirstJobs(ctx context.Context, tj *trainer.TrainJob, rt jobplan.Runtime, plan *jobplan.Plan) (admission.Warnings, field.ErrorList) {
 	ctx, cancel := context.WithTimeout(ctx, dryRunTimeout)
 	defer cancel()
 	rjobsPath := field.NewPath("runtime").Key(rt.Kind+"/"+rt.Name).Child("spec", "template", "spec", "replicatedJobs")

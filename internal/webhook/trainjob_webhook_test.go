@@ -45,7 +45,7 @@ import (
 // dry-runs Jobs on, holding objs.
 func fakeClient(t *testing.T, funcs *interceptor.Funcs, objs ...client.Object) client.Client {
 	t.Helper()
-	return utiltesting.NewClientBuilder(funcs, objs...).Build()
+	return utiltesting.NewClientBuilder(funcs, objs...).WithIndex(&trainer.TrainJob{}, dashPrefixIndex, dashPrefixesOf).Build()
 }
 
 func validator(t *testing.T, funcs *interceptor.Funcs, objs ...client.Object) *TrainJobValidator {
@@ -381,6 +381,7 @@ func checkErr(t *testing.T, err error, want []string) {
 func TestValidateCreateRefusesCollidingJobNames(t *testing.T) {
 	bc := utiltesting.MakeRuntimeSpec().ReplicatedJobs(utiltesting.MakeReplicatedJob("b-c").Obj()).ClusterRuntime("b-c")
 	c := utiltesting.MakeRuntimeSpec().ReplicatedJobs(utiltesting.MakeReplicatedJob("c").Obj()).ClusterRuntime("c")
+	bcc := utiltesting.MakeRuntimeSpec().ReplicatedJobs(utiltesting.MakeReplicatedJob("b-c-c").Obj()).ClusterRuntime("bcc")
 	aB := utiltesting.MakeTrainJob("a-b", "ns").RuntimeRef(trainer.ClusterTrainingRuntimeKind, "c")
 	a := utiltesting.MakeTrainJob("a", "ns").RuntimeRef(trainer.ClusterTrainingRuntimeKind, "b-c")
 	cases := map[string]struct {
@@ -406,10 +407,20 @@ func TestValidateCreateRefusesCollidingJobNames(t *testing.T) {
 			existing: utiltesting.MakeTrainJob("a", "other").RuntimeRef(trainer.ClusterTrainingRuntimeKind, "b-c").Obj(),
 			trainJob: aB.Clone().Obj(),
 		},
+		"another namespace, the longer name": {
+			existing: utiltesting.MakeTrainJob("a-b", "other").RuntimeRef(trainer.ClusterTrainingRuntimeKind, "c").
+				JobsStatus(trainer.JobStatus{Name: "c", Replicas: 1}).Obj(),
+			trainJob: a.Clone().Obj(),
+		},
+		"a name two dashes longer": {
+			existing: utiltesting.MakeTrainJob("a-b-c", "ns").RuntimeRef(trainer.ClusterTrainingRuntimeKind, "c").Obj(),
+			trainJob: utiltesting.MakeTrainJob("a", "ns").RuntimeRef(trainer.ClusterTrainingRuntimeKind, "bcc").Obj(),
+			wantErr:  "Job a-b-c-c-0 of this TrainJob would have the name of a Job of TrainJob a-b-c",
+		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			v := validator(t, nil, bc, c, tc.existing)
+			v := validator(t, nil, bc, c, bcc, tc.existing)
 			_, err := v.ValidateCreate(context.Background(), tc.trainJob)
 			if tc.wantErr == "" {
 				if err != nil {
