@@ -139,16 +139,7 @@ func TestHelmInstallAndUninstall(t *testing.T) {
 // registry holds (hack/release.sh takes it from dist/image.digest), and
 // TestReleaseManifests checks they are config/default's objects but for it.
 func TestKustomizeInstallAndUninstall(t *testing.T) {
-	dist := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dist, "image.digest"), []byte("sha256:"+strings.Repeat("0", 64)+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	release := exec.Command(filepath.Join(repoRoot, "hack", "release.sh"))
-	release.Env = append(os.Environ(), "VERSION="+releaseVersion, "IMAGE_REPO=registry.example.com/trainjob-operator", "DIST="+dist,
-		"KUBECTL="+filepath.Join(repoRoot, "bin", "kubectl"), "HELM="+filepath.Join(repoRoot, "bin", "helm"))
-	if out, err := release.CombinedOutput(); err != nil {
-		t.Fatalf("hack/release.sh: %v\n%s", err, out)
-	}
+	dist := utiltesting.WriteRelease(t, repoRoot, releaseVersion, "registry.example.com/trainjob-operator", "sha256:"+strings.Repeat("0", 64))
 	installYAML := filepath.Join(dist, "install.yaml")
 	testInstallAndUninstall(t, installation{
 		namespace: config.Namespace,

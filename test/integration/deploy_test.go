@@ -22,7 +22,6 @@ import (
 	"errors"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -34,6 +33,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	utiltesting "github.com/trainjob-operator/trainjob-operator/internal/util/testing"
 )
 
 // The manager's Deployment, as config/default builds it, passes the
@@ -94,20 +95,12 @@ func TestManagerDeploymentPassesRestricted(t *testing.T) {
 // make release's manifests: config/default, with the manager's image by
 // digest and every object labelled with the version; they apply.
 func TestReleaseManifests(t *testing.T) {
-	dist := t.TempDir()
 	const (
 		version = "v9.8.7"
 		repo    = "registry.example.com/team/trainjob-operator"
 		digest  = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 	)
-	if err := os.WriteFile(filepath.Join(dist, "image.digest"), []byte(digest+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(filepath.Join(repoRoot, "hack", "release.sh"))
-	cmd.Env = append(os.Environ(), "VERSION="+version, "IMAGE_REPO="+repo, "DIST="+dist, "KUBECTL="+filepath.Join(repoRoot, "bin", "kubectl"), "HELM="+filepath.Join(repoRoot, "bin", "helm"))
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("hack/release.sh: %v\n%s", err, out)
-	}
+	dist := utiltesting.WriteRelease(t, repoRoot, version, repo, digest)
 
 	install, err := os.ReadFile(filepath.Join(dist, "install.yaml"))
 	if err != nil {
