@@ -124,13 +124,12 @@ func TestActiveDeadline(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Reconcile: %v", err)
 			}
-			// Back at the deadline on the lane's workers, not behind the
-			// controller's.
-			if res.RequeueAfter != 0 {
-				t.Errorf("RequeueAfter = %v, want none in the controller's queue", res.RequeueAfter)
+			if res.RequeueAfter != tc.wantRequeue {
+				t.Errorf("RequeueAfter = %v, want %v", res.RequeueAfter, tc.wantRequeue)
 			}
-			if at, ok := f.laneAt(); ok != (tc.wantRequeue > 0) || at != tc.wantRequeue {
-				t.Errorf("on the deadline lane in %v (%v), want %v", at, ok, tc.wantRequeue)
+			// Back at the deadline ahead of any backlog of events.
+			if wantHigh := tc.wantRequeue > 0; (ptr.Deref(res.Priority, 0) > 0) != wantHigh {
+				t.Errorf("Priority = %v, want one above the events' (0) only with a deadline to requeue at", ptr.Deref(res.Priority, 0))
 			}
 			got := f.trainJob(t, "tj")
 			failed := meta.FindStatusCondition(got.Status.Conditions, trainer.TrainJobFailed)
@@ -183,9 +182,9 @@ func collect(t *testing.T, d *metrics.DueTimes) []float64 {
 	return out
 }
 
-// A reconcile that fails still brings the TrainJob back at its active
-// deadline: the error goes to controller-runtime's backoff, which reaches
-// 1000 s, the deadline to the lane.
+// A reconcile that fails still requeues the TrainJob by its active
+// deadline: controller-runtime drops a requeue time returned with an error
+// and falls back to a backoff that reaches 1000 s.
 func TestDeadlineKeptThroughErrors(t *testing.T) {
 	spec := utiltesting.MakeRuntimeSpec()
 	running := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").StartTime(now.Add(-30 * time.Second)).Deadline(60).
@@ -212,11 +211,12 @@ func TestDeadlineKeptThroughErrors(t *testing.T) {
 				},
 			}, append(tc.objs, tc.trainJob)...)
 			for i := range 20 { // past where an exponential backoff from 5 ms exceeds the deadline
-				if _, err := f.reconcileResult(t, "tj"); !errors.Is(err, svcErr) {
-					t.Fatalf("reconcile %d: error %v, want %v for the controller's backoff", i, err, svcErr)
+				res, err := f.reconcileResult(t, "tj")
+				if err != nil {
+					t.Fatalf("reconcile %d: error %v returned: controller-runtime would drop the requeue at the deadline", i, err)
 				}
-				if at, ok := f.laneAt(); !ok || at != 30*time.Second {
-					t.Fatalf("reconcile %d: on the deadline lane in %v (%v), want in the 30s left to the deadline", i, at, ok)
+				if res.RequeueAfter <= 0 || res.RequeueAfter > 30*time.Second {
+					t.Fatalf("reconcile %d: RequeueAfter = %v, want within the 30s left to the deadline", i, res.RequeueAfter)
 				}
 			}
 		})
@@ -224,8 +224,7 @@ func TestDeadlineKeptThroughErrors(t *testing.T) {
 }
 
 // A deadline already due whose Failed status cannot be written is retried
-// on the controller's growing backoff, not brought back on the lane at
-// once again and again.
+// on a growing backoff, not at once again and again.
 func TestDueDeadlineBacksOffWhenTheWriteFails(t *testing.T) {
 	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").StartTime(now.Add(-2 * time.Minute)).Deadline(60).
 		Condition(createdCond(1, earlier)).JobsStatus(nodeStep).Obj()
@@ -235,14 +234,16 @@ func TestDueDeadlineBacksOffWhenTheWriteFails(t *testing.T) {
 			return writeErr
 		},
 	}, tj, utiltesting.WrapJob(childJob(t, tj, utiltesting.MakeRuntimeSpec(), 0)).Active(1).Obj())
+	var last time.Duration
 	for i := range 5 {
 		res, err := f.reconcileResult(t, "tj")
-		if !errors.Is(err, writeErr) || res.RequeueAfter != 0 {
-			t.Fatalf("reconcile %d: %+v, %v; want %v returned for the controller's backoff", i, res, err, writeErr)
+		if err != nil {
+			t.Fatalf("reconcile %d: %v", i, err)
 		}
-		if at, ok := f.laneAt(); ok {
-			t.Fatalf("reconcile %d: on the deadline lane in %v, want not: it would retry without backing off", i, at)
+		if res.RequeueAfter < failureBaseDelay || res.RequeueAfter <= last {
+			t.Fatalf("reconcile %d: RequeueAfter = %v after %v: want a growing backoff from %v", i, res.RequeueAfter, last, failureBaseDelay)
 		}
+		last = res.RequeueAfter
 	}
 }
 
@@ -263,10 +264,8 @@ func TestOrphanReleaseFailureKeepsTheDeadline(t *testing.T) {
 			return c.Patch(ctx, obj, patch, opts...)
 		},
 	}, tj, orphan, utiltesting.WrapJob(childJob(t, tj, spec, 0)).Active(1).Obj())
-	if _, err := f.reconcileResult(t, "tj"); !errors.Is(err, patchErr) {
-		t.Errorf("Reconcile: %v, want %v for the controller's backoff", err, patchErr)
-	}
-	if at, ok := f.laneAt(); !ok || at != 30*time.Second {
-		t.Errorf("on the deadline lane in %v (%v), want in the 30s left to the deadline", at, ok)
+	res, err := f.reconcileResult(t, "tj")
+	if err != nil || res.RequeueAfter <= 0 || res.RequeueAfter > 30*time.Second {
+		t.Errorf("Reconcile = %+v, %v; want the error retried within the 30s left to the deadline", res, err)
 	}
 }

@@ -86,15 +86,6 @@ func (f *fixture) reconcileResult(t *testing.T, name string) (ctrl.Result, error
 	return f.r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: testNS, Name: name}})
 }
 
-// laneAt returns when the deadline lane brings the TrainJob tj back, if it
-// does: the fixture's lane never starts, so it holds what it was given.
-func (f *fixture) laneAt() (time.Duration, bool) {
-	f.r.lane.mu.Lock()
-	defer f.r.lane.mu.Unlock()
-	d, ok := f.r.lane.pending[client.ObjectKey{Namespace: testNS, Name: "tj"}]
-	return d, ok
-}
-
 func (f *fixture) trainJob(t *testing.T, name string) *trainer.TrainJob {
 	t.Helper()
 	var tj trainer.TrainJob
