@@ -32,6 +32,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
@@ -71,6 +72,7 @@ func TestActiveDeadline(t *testing.T) {
 		},
 		"reached: Failed, Pods terminated": {
 			trainJob:      running(60 * time.Second).Deadline(60).Obj(),
+			wantRequeue:   time.Nanosecond,
 			wantFailed:    "The TrainJob was active longer than its activeDeadlineSeconds (60s since 2026-03-01T09:59:00Z)",
 			wantStopped:   true,
 			wantStartTime: now.Add(-60 * time.Second),
@@ -83,6 +85,7 @@ func TestActiveDeadline(t *testing.T) {
 		},
 		"shortened below the time already run: Failed now": {
 			trainJob:      running(90 * time.Second).Deadline(60).Obj(),
+			wantRequeue:   time.Nanosecond,
 			wantFailed:    exceeded,
 			wantStopped:   true,
 			wantStartTime: now.Add(-90 * time.Second),
@@ -130,6 +133,14 @@ func TestActiveDeadline(t *testing.T) {
 			// Back at the deadline ahead of any backlog of events.
 			if wantHigh := tc.wantRequeue > 0; (ptr.Deref(res.Priority, 0) > 0) != wantHigh {
 				t.Errorf("Priority = %v, want one above the events' (0) only with a deadline to requeue at", ptr.Deref(res.Priority, 0))
+			}
+			if tc.wantFailed != "" {
+				// The children are stopped by the reconcile that follows
+				// at once, after the Failed of any other deadline of the
+				// moment.
+				if res, err := f.reconcileResult(t, "tj"); err != nil || res != (ctrl.Result{}) {
+					t.Errorf("Reconcile after Failed = %+v, %v; want nothing more to requeue", res, err)
+				}
 			}
 			got := f.trainJob(t, "tj")
 			failed := meta.FindStatusCondition(got.Status.Conditions, trainer.TrainJobFailed)

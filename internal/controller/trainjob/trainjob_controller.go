@@ -197,7 +197,8 @@ func NewReconciler(c client.Client, apiReader client.Reader, recorder events.Eve
 //  5. write the status once (status.go);
 //  6. act on what is stored: stop the children of a finished TrainJob and
 //     delete its Service, release the finalizers of the children whose
-//     outcome is recorded (tracking.go).
+//     outcome is recorded (tracking.go). A TrainJob this reconcile failed
+//     by its active deadline is acted on by the next one, at once.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	key := req.NamespacedName
 	tj, err := r.getTrainJob(ctx, key)
@@ -251,6 +252,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	deadline := d.deadline
 	if finished, _ := lifecycle.IsFinished(stored); finished {
 		deadline = time.Time{}
+		if wasFinished, _ := lifecycle.IsFinished(tj); !wasFinished && stored.FinishedCondition().Reason == trainer.TrainJobDeadlineExceededReason {
+			// Deadlines falling in the same second each have their
+			// Failed written before any has its children stopped: the
+			// stopping comes back at once, at the deadlines' priority.
+			res, err := r.result(ctx, key, deadline, d.retryAfter, errors.Join(errs...))
+			if err == nil {
+				res = ctrl.Result{RequeueAfter: time.Nanosecond, Priority: ptr.To(deadlinePriority)}
+			}
+			return res, err
+		}
 	}
 	errs = append(errs, r.act(ctx, stored, obs, d))
 	return r.result(ctx, key, deadline, d.retryAfter, errors.Join(errs...))
