@@ -217,16 +217,25 @@ func (r *Reconciler) emitEvents(old, cur *trainer.TrainJob) {
 
 // countFinished counts a TrainJob that has just finished.
 func countFinished(old, cur *trainer.TrainJob) {
+	if c := finishedBy(old, cur); c != nil {
+		metrics.Finished.WithLabelValues(c.Type, c.Reason).Inc()
+		if c.Reason == trainer.TrainJobDeadlineExceededReason {
+			metrics.DeadlineExceeded.Inc()
+		}
+	}
+}
+
+// finishedBy returns the condition that finished cur where old had not
+// finished: what the status write from old to cur concluded. Nil if that
+// write finished nothing.
+func finishedBy(old, cur *trainer.TrainJob) *metav1.Condition {
 	if was, _ := lifecycle.IsFinished(old); was {
-		return
+		return nil
 	}
 	for _, t := range []string{trainer.TrainJobComplete, trainer.TrainJobFailed} {
 		if c := meta.FindStatusCondition(cur.Status.Conditions, t); c != nil && c.Status == metav1.ConditionTrue {
-			metrics.Finished.WithLabelValues(t, c.Reason).Inc()
-			if c.Reason == trainer.TrainJobDeadlineExceededReason {
-				metrics.DeadlineExceeded.Inc()
-			}
-			return
+			return c
 		}
 	}
+	return nil
 }

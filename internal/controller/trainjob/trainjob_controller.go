@@ -252,16 +252,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	deadline := d.deadline
 	if finished, _ := lifecycle.IsFinished(stored); finished {
 		deadline = time.Time{}
-		if wasFinished, _ := lifecycle.IsFinished(tj); !wasFinished && stored.FinishedCondition().Reason == trainer.TrainJobDeadlineExceededReason {
-			// Deadlines falling in the same second each have their
-			// Failed written before any has its children stopped: the
-			// stopping comes back at once, at the deadlines' priority.
-			res, err := r.result(ctx, key, deadline, d.retryAfter, errors.Join(errs...))
-			if err == nil {
-				res = ctrl.Result{RequeueAfter: time.Nanosecond, Priority: ptr.To(deadlinePriority)}
-			}
-			return res, err
+	}
+	if c := finishedBy(tj, stored); c != nil && c.Reason == trainer.TrainJobDeadlineExceededReason {
+		// Deadlines falling in the same second each have their Failed
+		// written before any has its children stopped: the stopping comes
+		// back at once, at the deadlines' priority.
+		res, err := r.result(ctx, key, deadline, d.retryAfter, errors.Join(errs...))
+		if err == nil {
+			res = ctrl.Result{RequeueAfter: time.Nanosecond, Priority: ptr.To(deadlinePriority)}
 		}
+		return res, err
 	}
 	errs = append(errs, r.act(ctx, stored, obs, d))
 	return r.result(ctx, key, deadline, d.retryAfter, errors.Join(errs...))
