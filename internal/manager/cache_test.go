@@ -17,6 +17,7 @@ limitations under the License.
 package manager
 
 import (
+	"maps"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -33,7 +34,10 @@ func TestStripJobKeepsWhatTheControllersRead(t *testing.T) {
 	read := batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: "tj-node-0", Namespace: "ns", UID: "job-uid", ResourceVersion: "7",
-			Labels:          map[string]string{"trainer.kubeflow.org/trainjob-name": "tj"},
+			Labels: map[string]string{
+				"trainer.kubeflow.org/trainjob-name": "tj", "trainer.kubeflow.org/replicated-job-name": "node",
+				"trainer.kubeflow.org/replica-index": "0", "jobset.sigs.k8s.io/restart-attempt": "1",
+			},
 			Finalizers:      []string{"trainer.kubeflow.org/job-tracking"},
 			OwnerReferences: []metav1.OwnerReference{{Kind: "TrainJob", Name: "tj", UID: "tj-uid", Controller: ptr.To(true)}},
 		},
@@ -45,6 +49,11 @@ func TestStripJobKeepsWhatTheControllersRead(t *testing.T) {
 	}
 	cached := read.DeepCopy()
 	cached.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kube-controller-manager"}}
+	jobSet := map[string]string{"jobset.sigs.k8s.io/jobset-name": "tj", "jobset.sigs.k8s.io/job-key": "9b1d", "jobset.sigs.k8s.io/restart-attempt": "1"}
+	cached.Labels = map[string]string{"team": "vision"}
+	maps.Copy(cached.Labels, jobSet)
+	maps.Copy(cached.Labels, read.Labels)
+	cached.Annotations = maps.Clone(jobSet)
 	cached.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"batch.kubernetes.io/controller-uid": "job-uid"}}
 	cached.Spec.Template = corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "node", Image: "pytorch/pytorch"}}}}
 	cached.Status.UncountedTerminatedPods = &batchv1.UncountedTerminatedPods{Succeeded: []types.UID{"pod-uid"}}

@@ -204,11 +204,16 @@ func (afterCerts) NeedLeaderElection() bool { return false }
 
 // stripJob drops what the controllers never read of a child Job before it
 // is cached: its managed fields and Pod template, most of its size, its
-// selector and its uncounted Pods. The controllers change Jobs with patches
-// only, never by writing back a cached Job, which would lose them.
+// selector and its uncounted Pods, its annotations and the labels other
+// than those that find it and its restart attempt (JobSet's twelve keys
+// are both labels and annotations: most of what is left). The controllers
+// change Jobs with patches only, never by writing back a cached Job, which
+// would lose them.
 func stripJob(o any) (any, error) {
 	if job, ok := o.(*batchv1.Job); ok {
 		job.ManagedFields = nil
+		job.Labels = trainjob.ReadJobLabels(job.Labels)
+		job.Annotations = nil
 		job.Spec.Template = corev1.PodTemplateSpec{}
 		job.Spec.Selector = nil
 		job.Status.UncountedTerminatedPods = nil

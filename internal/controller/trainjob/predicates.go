@@ -23,6 +23,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
+	"github.com/trainjob-operator/trainjob-operator/internal/jobplan"
 )
 
 // Filters of update events. The controller reconciles a TrainJob in one pass
@@ -53,6 +56,29 @@ func statusOnly(old, cur client.Object) bool {
 var childJobUpdates = predicate.TypedFuncs[*batchv1.Job]{UpdateFunc: func(e event.TypedUpdateEvent[*batchv1.Job]) bool {
 	return !equality.Semantic.DeepEqual(viewOf(e.ObjectOld), viewOf(e.ObjectNew))
 }}
+
+// ReadJobLabels keeps of a child Job's labels those the controller reads:
+// the labels that find it (jobplan.ChildLabels) and its restart attempt. The
+// rest, JobSet's labels and the runtime's and the TrainJob's, are there for
+// the Job's users and its Pods, and need not be cached.
+func ReadJobLabels(labels map[string]string) map[string]string {
+	var read map[string]string
+	for k := range jobplan.ChildLabels("", "", 0) {
+		if v, ok := labels[k]; ok {
+			if read == nil {
+				read = make(map[string]string, 4)
+			}
+			read[k] = v
+		}
+	}
+	if v, ok := labels[trainer.JobSetRestartAttemptLabel]; ok {
+		if read == nil {
+			read = make(map[string]string, 1)
+		}
+		read[trainer.JobSetRestartAttemptLabel] = v
+	}
+	return read
+}
 
 // jobView is what the TrainJob controller reads of a child Job.
 type jobView struct {
