@@ -643,10 +643,16 @@ func (r *Reconciler) deleteService(ctx context.Context, tj *trainer.TrainJob, sv
 func (r *Reconciler) stopChildren(ctx context.Context, children []child) error {
 	var errs []error
 	for _, c := range children {
-		if o, _ := jobOutcome(c.job); o != running || c.job.DeletionTimestamp != nil || ptr.Deref(c.job.Spec.Suspend, false) {
-			continue
+		if toStop(c) {
+			errs = append(errs, r.setJobSuspend(ctx, c.job, true))
 		}
-		errs = append(errs, r.setJobSuspend(ctx, c.job, true))
 	}
 	return errors.Join(errs...)
+}
+
+// toStop reports whether a child Job of a finished TrainJob is to be
+// stopped: it runs, and is neither suspended nor being deleted.
+func toStop(c child) bool {
+	o, _ := jobOutcome(c.job)
+	return o == running && c.job.DeletionTimestamp == nil && !ptr.Deref(c.job.Spec.Suspend, false)
 }

@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -30,6 +31,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
@@ -398,7 +400,8 @@ func TestServiceDeletedOnceFinished(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := newFixture(t, nil, tj.DeepCopy(), job.DeepCopy(), tc.svc.DeepCopy())
-			// The first reconcile stores Complete; the Service goes then.
+			// The reconcile that stores Complete comes back at once; the
+			// Service goes then.
 			if err := f.reconcile(t, "tj"); err != nil {
 				t.Fatalf("Reconcile: %v", err)
 			}
@@ -470,5 +473,79 @@ func TestChildrenStoppedAfterFailedIsStored(t *testing.T) {
 	}
 	if diff := cmp.Diff([]jobState{{Name: "tj-worker-0"}, {Name: "tj-worker-1", Suspend: true}}, jobStates(f.jobs(t))); diff != "" {
 		t.Errorf("Jobs after the retry (-want +got):\n%s", diff)
+	}
+}
+
+// TrainJobs finishing together each have their Complete or Failed written
+// before any is acted on: the reconcile that finishes one returns at once,
+// and the next stops its children, releases them and deletes its Service.
+// It comes back ahead of the events when children still run, in its turn
+// when only bookkeeping is left.
+func TestFinishedTrainJobIsActedOnByTheNextReconcile(t *testing.T) {
+	runtime := utiltesting.MakeRuntimeSpec().ReplicatedJobs(utiltesting.MakeReplicatedJob("worker").Replicas(2).Obj())
+	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").RuntimeRef(trainer.ClusterTrainingRuntimeKind, "torch-distributed").
+		StartTime(earlier).Condition(createdCond(2, earlier)).JobsStatus(trainer.JobStatus{Name: "worker", Replicas: 2}).Obj()
+	job := func(i int) *utiltesting.JobWrapper { return utiltesting.WrapJob(childJob(t, tj, runtime, i)) }
+	for name, tc := range map[string]struct {
+		jobs         []*batchv1.Job
+		wantFinished string
+		wantPriority bool
+		wantJobs     []jobState
+	}{
+		"every Job succeeded: bookkeeping, in its turn": {
+			jobs:         []*batchv1.Job{job(0).Succeeded(now).Obj(), job(1).Succeeded(now).Obj()},
+			wantFinished: trainer.TrainJobComplete,
+			wantJobs:     []jobState{{Name: "tj-worker-0"}, {Name: "tj-worker-1"}},
+		},
+		"a Job failed, the other runs: stopped ahead of the events": {
+			jobs:         []*batchv1.Job{job(0).Failed("BackoffLimitExceeded", now).Obj(), job(1).Active(1).Obj()},
+			wantFinished: trainer.TrainJobFailed,
+			wantPriority: true,
+			wantJobs:     []jobState{{Name: "tj-worker-0"}, {Name: "tj-worker-1", Suspend: true}},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			objs := []client.Object{tj.DeepCopy(), jobplan.Service(tj), runtime.ClusterRuntime("torch-distributed")}
+			for _, j := range tc.jobs {
+				objs = append(objs, j.DeepCopy())
+			}
+			f := newFixture(t, nil, objs...)
+			before := jobStates(f.jobs(t))
+
+			res, err := f.reconcileResult(t, "tj")
+			if err != nil {
+				t.Fatalf("Reconcile: %v", err)
+			}
+			if got := f.trainJob(t, "tj"); !meta.IsStatusConditionTrue(got.Status.Conditions, tc.wantFinished) {
+				t.Fatalf("TrainJob not %s: %v", tc.wantFinished, got.Status.Conditions)
+			}
+			if res.RequeueAfter != time.Nanosecond {
+				t.Errorf("RequeueAfter = %v, want at once (1ns)", res.RequeueAfter)
+			}
+			if high := ptr.Deref(res.Priority, 0) > 0; high != tc.wantPriority {
+				t.Errorf("Priority = %v, want one above the events' (0): %v", ptr.Deref(res.Priority, 0), tc.wantPriority)
+			}
+			if diff := cmp.Diff(before, jobStates(f.jobs(t))); diff != "" {
+				t.Errorf("Jobs changed by the reconcile that finished the TrainJob (-before +after):\n%s", diff)
+			}
+			if err := f.client.Get(context.Background(), client.ObjectKey{Namespace: testNS, Name: "tj"}, &corev1.Service{}); err != nil {
+				t.Errorf("Service gone with the reconcile that finished the TrainJob: %v", err)
+			}
+
+			res, err = f.reconcileResult(t, "tj")
+			if err != nil {
+				t.Fatalf("second Reconcile: %v", err)
+			}
+			if res != (ctrl.Result{}) {
+				t.Errorf("second Reconcile result = %+v, want none", res)
+			}
+			if diff := cmp.Diff(tc.wantJobs, jobStates(f.jobs(t))); diff != "" {
+				t.Errorf("Jobs after the second reconcile (-want +got):\n%s", diff)
+			}
+			err = f.client.Get(context.Background(), client.ObjectKey{Namespace: testNS, Name: "tj"}, &corev1.Service{})
+			if !apierrors.IsNotFound(err) {
+				t.Errorf("Service after the second reconcile: Get = %v, want NotFound", err)
+			}
+		})
 	}
 }

@@ -58,10 +58,11 @@ const ControllerName = "trainjob-controller"
 const conflictRetry = time.Second
 
 // deadlinePriority is the queue priority of a TrainJob coming back at its
-// active deadline. Events that bring TrainJobs in have priority 0 or below,
-// so a deadline is not served after a backlog of them: with 1,000
-// TrainJobs starting at once, deadlines queued behind their events were
-// enforced 27 s late at the median.
+// active deadline, or to stop the children still running when it finished.
+// Events that bring TrainJobs in have priority 0 or below, so a deadline is
+// not served after a backlog of them: with 1,000 TrainJobs starting at
+// once, deadlines queued behind their events were enforced 27 s late at the
+// median.
 const deadlinePriority = 100
 
 // waitRetry is how often a TrainJob that waits on something no watch event
@@ -197,8 +198,8 @@ func NewReconciler(c client.Client, apiReader client.Reader, recorder events.Eve
 //  5. write the status once (status.go);
 //  6. act on what is stored: stop the children of a finished TrainJob and
 //     delete its Service, release the finalizers of the children whose
-//     outcome is recorded (tracking.go). A TrainJob this reconcile failed
-//     by its active deadline is acted on by the next one, at once.
+//     outcome is recorded (tracking.go). A TrainJob this reconcile
+//     finished is acted on by the next one, requeued at once.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	key := req.NamespacedName
 	tj, err := r.getTrainJob(ctx, key)
@@ -253,13 +254,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if finished, _ := lifecycle.IsFinished(stored); finished {
 		deadline = time.Time{}
 	}
-	if c := finishedBy(tj, stored); c != nil && c.Reason == trainer.TrainJobDeadlineExceededReason {
-		// Deadlines falling in the same second each have their Failed
-		// written before any has its children stopped: the stopping comes
-		// back at once, at the deadlines' priority.
+	if finishedBy(tj, stored) != nil {
+		// TrainJobs finishing together each have their Complete or Failed
+		// written before any is acted on: the rest comes back at once,
+		// ahead of the events if children still run (a deadline, a failure:
+		// their Pods hold nodes), in its turn behind them if only
+		// bookkeeping is left (finalizers, the Service).
 		res, err := r.result(ctx, key, deadline, d.retryAfter, errors.Join(errs...))
 		if err == nil {
-			res = ctrl.Result{RequeueAfter: time.Nanosecond, Priority: ptr.To(deadlinePriority)}
+			res = ctrl.Result{RequeueAfter: time.Nanosecond}
+			if slices.ContainsFunc(d.children, toStop) {
+				res.Priority = ptr.To(deadlinePriority)
+			}
 		}
 		return res, err
 	}

@@ -75,10 +75,19 @@ func newFixture(t *testing.T, funcs *interceptor.Funcs, objs ...client.Object) *
 	}
 }
 
+// reconcile reconciles the TrainJob as its queue would: again at once when
+// the reconcile asks to come back at once (as one that finished the
+// TrainJob does, to act on it).
 func (f *fixture) reconcile(t *testing.T, name string) error {
 	t.Helper()
-	_, err := f.reconcileResult(t, name)
-	return err
+	for range 3 {
+		res, err := f.reconcileResult(t, name)
+		if err != nil || res.RequeueAfter != time.Nanosecond {
+			return err
+		}
+	}
+	t.Fatalf("TrainJob %s asked to be reconciled again at once, three times", name)
+	return nil
 }
 
 func (f *fixture) reconcileResult(t *testing.T, name string) (ctrl.Result, error) {
