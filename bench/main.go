@@ -79,7 +79,7 @@ func main() {
 	flag.IntVar(&c.deadlineN, "deadline-n", 300, "B2: running TrainJobs (and batch Jobs) with deadlines.")
 	flag.StringVar(&rates, "rates", "4,8,16", "B3: creation rates to try, TrainJobs per second, rising.")
 	flag.DurationVar(&c.window, "window", 30*time.Second, "B3: how long each rate must be sustained.")
-	flag.StringVar(&c.runtime, "runtime", "torch-distributed", "B3: the ClusterTrainingRuntime of config/runtimes the TrainJobs run on (its ML policy's own children are counted in the writes).")
+	flag.StringVar(&c.runtime, "runtime", "torch-distributed", "The ClusterTrainingRuntime of config/runtimes the TrainJobs of every scenario run on (its ML policy's own children are counted in the writes).")
 	flag.StringVar(&sizes, "sizes", "1000", "B4: TrainJobs held in the manager's cache, rising, comma-separated.")
 	flag.DurationVar(&c.rest, "rest", 0, "B4: also sample the manager this long after each step, idle meanwhile (at rest, once the Go runtime's periodic collection has run); 0: not.")
 	flag.BoolVar(&c.pprof, "pprof", false, "Save profiles in -out. B4: a 60s CPU profile of the manager from the end of each step's creation, and a heap profile once it settles (b4-<size>-cpu.pprof, b4-<size>-heap.pprof). burst: 60s CPU profiles from the first creation, of the API server on each side (burst-<side>-apiserver-cpu.pprof) and of the manager (burst-trainjob-operator-cpu.pprof).")
