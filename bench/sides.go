@@ -184,6 +184,9 @@ func ratios(sides []string, figures figures) map[string]float64 {
 	}
 	for _, f := range slices.Sorted(maps.Keys(figures)) {
 		for _, s := range sides[1:] {
+			if _, ok := figures[f][s]; !ok {
+				continue // a figure the other side does not have
+			}
 			out[f+" ours/"+shortName(s)] = ratio(figures[f][ours], figures[f][s])
 		}
 	}
