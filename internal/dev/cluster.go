@@ -45,6 +45,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	configv1alpha1 "github.com/trainjob-operator/trainjob-operator/api/config/v1alpha1"
+	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
 	"github.com/trainjob-operator/trainjob-operator/internal/config"
 	"github.com/trainjob-operator/trainjob-operator/internal/scheme"
 )
@@ -496,6 +497,19 @@ func ensureCertSecret(ctx context.Context, cl client.Client) error {
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: configv1alpha1.DefaultWebhookSecretName, Namespace: systemNamespace}}
 	if err := cl.Create(ctx, s); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating the webhook certificate Secret: %w", err)
+	}
+	return nil
+}
+
+// webhookServes reports whether the API server can call the manager's
+// webhooks: a TrainJob created as a dry run gets any answer but "failed
+// calling webhook". The manager is ready once its webhook server started,
+// but a manager started again may serve, for a moment, a certificate its
+// other certificate refresh has just replaced in the caBundle.
+func webhookServes(ctx context.Context, cl client.Client) error {
+	tj := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Name: "dev-webhook-probe", Namespace: metav1.NamespaceDefault}}
+	if err := cl.Create(ctx, tj, client.DryRunAll); err != nil && strings.Contains(err.Error(), "failed calling webhook") {
+		return err
 	}
 	return nil
 }

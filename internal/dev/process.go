@@ -70,7 +70,14 @@ func ensureManager(ctx context.Context, o Options, st *state, configPath string)
 	}
 	st.ManagerPID = pid
 	step(o, "started the manager (pid %d), logging to %s", st.ManagerPID, o.ManagerLog())
-	return m.waitReady(ctx, exited)
+	if err := m.waitReady(ctx, exited); err != nil {
+		return err
+	}
+	cl, err := o.client()
+	if err != nil {
+		return err
+	}
+	return waitReady(ctx, "the manager's webhook, called by the API server", func() error { return webhookServes(ctx, cl) }, m.logPath, exited)
 }
 
 // managerProcess is one manager process of the dev cluster: the manager Up
