@@ -17,6 +17,9 @@ limitations under the License.
 package trainjob
 
 import (
+	"maps"
+	"slices"
+
 	batchv1 "k8s.io/api/batch/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/utils/ptr"
@@ -57,25 +60,23 @@ var childJobUpdates = predicate.TypedFuncs[*batchv1.Job]{UpdateFunc: func(e even
 	return !equality.Semantic.DeepEqual(viewOf(e.ObjectOld), viewOf(e.ObjectNew))
 }}
 
-// ReadJobLabels keeps of a child Job's labels those the controller reads:
-// the labels that find it (jobplan.ChildLabels) and its restart attempt. The
-// rest, JobSet's labels and the runtime's and the TrainJob's, are there for
-// the Job's users and its Pods, and need not be cached.
+// readJobLabelKeys are the labels of a child Job the controller reads: the
+// labels that find it (jobplan.ChildLabels) and its restart attempt.
+var readJobLabelKeys = append(slices.Collect(maps.Keys(jobplan.ChildLabels("", "", 0))), trainer.JobSetRestartAttemptLabel)
+
+// ReadJobLabels keeps of a child Job's labels those the controller reads
+// (readJobLabelKeys). The rest, JobSet's labels and the runtime's and the
+// TrainJob's, are there for the Job's users and its Pods, and need not be
+// cached.
 func ReadJobLabels(labels map[string]string) map[string]string {
 	var read map[string]string
-	for k := range jobplan.ChildLabels("", "", 0) {
+	for _, k := range readJobLabelKeys {
 		if v, ok := labels[k]; ok {
 			if read == nil {
-				read = make(map[string]string, 4)
+				read = make(map[string]string, len(readJobLabelKeys))
 			}
 			read[k] = v
 		}
-	}
-	if v, ok := labels[trainer.JobSetRestartAttemptLabel]; ok {
-		if read == nil {
-			read = make(map[string]string, 1)
-		}
-		read[trainer.JobSetRestartAttemptLabel] = v
 	}
 	return read
 }
