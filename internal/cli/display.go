@@ -23,42 +23,29 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
-	"k8s.io/utils/ptr"
 
 	configv1alpha1 "github.com/trainjob-operator/trainjob-operator/api/config/v1alpha1"
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
 	"github.com/trainjob-operator/trainjob-operator/internal/lifecycle"
 )
 
-// state is a TrainJob's state in a word or two, with the reason when it
-// says more.
+// state is a TrainJob's state in a word (lifecycle.State), with the reason
+// when it says more.
 func state(tj *trainer.TrainJob) string {
-	cond := func(t string) *metav1.Condition { return meta.FindStatusCondition(tj.Status.Conditions, t) }
 	if lifecycle.ManagedElsewhere(tj) {
 		return "ManagedElsewhere"
 	}
-	if c := tj.FinishedCondition(); c != nil {
-		if c.Type == trainer.TrainJobFailed {
-			return "Failed (" + c.Reason + ")"
-		}
-		return c.Type
+	if c := tj.FinishedCondition(); c != nil && c.Type == trainer.TrainJobFailed {
+		return "Failed (" + c.Reason + ")"
 	}
-	if tj.DeletionTimestamp != nil {
+	if tj.DeletionTimestamp != nil && tj.FinishedCondition() == nil {
 		return "Deleting"
 	}
-	if c := cond(trainer.TrainJobSuspended); c != nil && c.Status == metav1.ConditionTrue {
-		return "Suspended"
+	s := lifecycle.State(tj)
+	if c := meta.FindStatusCondition(tj.Status.Conditions, trainer.TrainJobCreated); s == trainer.TrainJobStateCreated && c != nil && c.Status == metav1.ConditionFalse {
+		return s + " (" + c.Reason + ")"
 	}
-	if ptr.Deref(tj.Spec.Suspend, false) {
-		return "Suspending"
-	}
-	if c := cond(trainer.TrainJobCreated); c != nil {
-		if c.Status == metav1.ConditionFalse {
-			return "Pending (" + c.Reason + ")"
-		}
-		return "Running"
-	}
-	return "Pending"
+	return s
 }
 
 // deadlineIn says when the active deadline falls.

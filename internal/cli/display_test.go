@@ -36,7 +36,7 @@ func cond(t, status, reason string, at time.Time) metav1.Condition {
 }
 
 func TestTable(t *testing.T) {
-	created := cond(trainer.TrainJobCreated, "True", trainer.TrainJobJobsCreatedReason, now.Add(-time.Hour))
+	created := trainer.JobStatus{Name: "node", Replicas: 1, Trainer: true}
 	make := func(name string) *utiltesting.TrainJobWrapper {
 		w := utiltesting.MakeTrainJob(name, "ns")
 		w.CreationTimestamp = metav1.NewTime(now.Add(-time.Hour))
@@ -44,15 +44,15 @@ func TestTable(t *testing.T) {
 	}
 	tjs := []trainer.TrainJob{
 		*make("pending").Condition(cond(trainer.TrainJobCreated, "False", trainer.TrainJobRuntimeNotFoundReason, now)).Obj(),
-		*make("running").NumNodes(4).Condition(created).StartTime(now.Add(-10 * time.Minute)).Deadline(3600).Obj(),
-		*make("suspended").Suspend(true).Condition(created).StartTime(now.Add(-10 * time.Minute)).Deadline(3600).
+		*make("running").NumNodes(4).JobsStatus(created).StartTime(now.Add(-10 * time.Minute)).Deadline(3600).Obj(),
+		*make("suspended").Suspend(true).JobsStatus(created).StartTime(now.Add(-10 * time.Minute)).Deadline(3600).
 			Condition(cond(trainer.TrainJobSuspended, "True", trainer.TrainJobSuspendedReason, now.Add(-time.Minute))).Obj(),
 		// Waiting to be started or admitted: afterSuspended does not count.
-		*make("waiting").Suspend(true).Condition(created).
+		*make("waiting").Suspend(true).JobsStatus(created).
 			Condition(cond(trainer.TrainJobSuspended, "True", trainer.TrainJobSuspendedReason, now.Add(-time.Minute))).Obj(),
-		*make("done").Condition(created).TTL(300).StartTime(now.Add(-30 * time.Minute)).
+		*make("done").JobsStatus(created).TTL(300).StartTime(now.Add(-30 * time.Minute)).
 			Condition(cond(trainer.TrainJobComplete, "True", trainer.TrainJobJobsCompletedReason, now.Add(-2*time.Minute))).Obj(),
-		*make("failed").Condition(created).StartTime(now.Add(-30 * time.Minute)).
+		*make("failed").JobsStatus(created).StartTime(now.Add(-30 * time.Minute)).
 			Condition(cond(trainer.TrainJobFailed, "True", trainer.TrainJobDeadlineExceededReason, now.Add(-2*time.Minute))).Obj(),
 	}
 	retention := &configv1alpha1.TrainJobRetentionPolicy{
@@ -64,7 +64,7 @@ func TestTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := `NAME        STATE                       NODES   STARTED   DEADLINE IN   DELETED IN                     AGE
-pending     Pending (RuntimeNotFound)   -       -         -             -                              60m
+pending     Created (RuntimeNotFound)   -       -         -             -                              60m
 running     Running                     4       10m ago   50m           -                              60m
 suspended   Suspended                   -       10m ago   paused        23h (afterSuspended)           60m
 waiting     Suspended                   -       -         -             -                              60m

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -180,9 +181,14 @@ func envOf(p *corev1.Pod) map[string]string {
 // with everything it owned.
 func TestKEP2899ExampleRunsAndIsCleanedUp(t *testing.T) {
 	ns := newNamespace(t)
+	sdk := followSDKStatus(t, ns, "my-training")
 	create(t, trainJob("my-training", ns, 8*time.Second).NumNodes(2).TTL(5).Deadline(60).Obj())
 
 	running := waitRunning(t, ns, "my-training", 2)
+	// kubectl's State column says so too.
+	if out, err := kubectl("get", "trainjob", "my-training", "-n", ns, "--no-headers", "-o", "custom-columns=STATE:.status.state"); err != nil || strings.TrimSpace(out) != trainer.TrainJobStateRunning {
+		t.Errorf("kubectl get trainjob: state %q (err %v), want %s", strings.TrimSpace(out), err, trainer.TrainJobStateRunning)
+	}
 	for _, p := range running {
 		index := p.Annotations["batch.kubernetes.io/job-completion-index"]
 		want := map[string]string{
@@ -209,6 +215,7 @@ func TestKEP2899ExampleRunsAndIsCleanedUp(t *testing.T) {
 	if condition(tj, trainer.TrainJobFailed) != nil {
 		t.Errorf("TrainJob failed: %+v", tj.Status.Conditions)
 	}
+	wantSDKStates(t, sdk, utiltesting.SDKCreated, utiltesting.SDKRunning, utiltesting.SDKComplete)
 	waitGoneNotBefore(t, ns, "my-training", tj.FinishedCondition().LastTransitionTime.Add(5*time.Second))
 }
 
@@ -222,6 +229,7 @@ const deadlineTolerance = 5 * time.Second
 // DeadlineExceeded within 5s of the deadline, every Pod gone soon after.
 func TestDeadlineStopsALongTrainJob(t *testing.T) {
 	ns := newNamespace(t)
+	sdk := followSDKStatus(t, ns, "long")
 	create(t, trainJob("long", ns, 10*time.Minute).NumNodes(2).Deadline(10).Obj())
 	waitRunning(t, ns, "long", 2)
 
@@ -232,6 +240,7 @@ func TestDeadlineStopsALongTrainJob(t *testing.T) {
 		t.Errorf("failed at %s, want within %s after the deadline %s", failedAt.Format(time.RFC3339), deadlineTolerance, due.Format(time.RFC3339))
 	}
 	waitNoPods(t, 15*time.Second, ns, "long")
+	wantSDKStates(t, sdk, utiltesting.SDKCreated, utiltesting.SDKRunning, utiltesting.SDKFailed)
 }
 
 // Suspended mid-run: its Pods go, and Suspended=True only once they are
@@ -239,6 +248,7 @@ func TestDeadlineStopsALongTrainJob(t *testing.T) {
 // resume (the run outlives the original deadline and completes).
 func TestSuspendAndResume(t *testing.T) {
 	ns := newNamespace(t)
+	sdk := followSDKStatus(t, ns, "tj")
 	create(t, trainJob("tj", ns, 15*time.Second).NumNodes(2).Deadline(20).Obj())
 	first := waitRunning(t, ns, "tj", 2)
 	tj, err := getTrainJob(ns, "tj")
@@ -291,6 +301,19 @@ func TestSuspendAndResume(t *testing.T) {
 	if finished := tj.FinishedCondition().LastTransitionTime.Time; !finished.After(started.Add(20 * time.Second)) {
 		t.Logf("completed at %s, before the original deadline %s: the check above proved nothing this time", finished, started.Add(20*time.Second))
 	}
+	// As under Kubeflow Trainer: once suspended, the Suspended condition
+	// stays (False, Resumed, after the resume), and the SDK reads Created
+	// until the TrainJob finishes.
+	wantSDKStates(t, sdk, utiltesting.SDKCreated, utiltesting.SDKRunning, utiltesting.SDKCreated, utiltesting.SDKComplete)
+}
+
+// wantSDKStates stops following a TrainJob as the Kubeflow SDK reads it,
+// and fails the test unless the SDK read want, in that order.
+func wantSDKStates(t *testing.T, stop func() []string, want ...string) {
+	t.Helper()
+	if diff := cmp.Diff(want, stop()); diff != "" {
+		t.Errorf("states the Kubeflow SDK read (-want +got):\n%s", diff)
+	}
 }
 
 func patchSuspend(t *testing.T, ns, name string, suspend bool) {
@@ -308,10 +331,16 @@ func TestFailingPodFailsTheTrainJob(t *testing.T) {
 	noRetries := utiltesting.MakeRuntimeSpec().Torch()
 	noRetries.Template.Spec.ReplicatedJobs[0].Template.Spec.BackoffLimit = ptr.To[int32](0)
 	create(t, noRetries.Runtime("no-retries", ns))
+	sdk := followSDKStatus(t, ns, "tj")
 	create(t, utiltesting.MakeTrainJob("tj", ns).RuntimeRef(trainer.TrainingRuntimeKind, "no-retries").
 		Annotation(failFor, "3s").NumNodes(2).Obj())
 
 	tj := waitCondition(t, ns, "tj", trainer.TrainJobFailed, trainer.TrainJobJobFailedReason)
+	// Whether both Pods were seen running before the first failed is up
+	// to timing; that the SDK reads Failed, never Complete, is not.
+	if states := sdk(); len(states) == 0 || states[len(states)-1] != utiltesting.SDKFailed || slices.Contains(states, utiltesting.SDKComplete) {
+		t.Errorf("the Kubeflow SDK read %v, want it to end Failed", states)
+	}
 	t.Logf("failed: %s", tj.FinishedCondition().Message)
 	waitNoPods(t, 15*time.Second, ns, "tj")
 	consistently(t, 5*time.Second, "nothing is run again", func() error {

@@ -194,7 +194,7 @@ func TestRecreatedUnderTheSameName(t *testing.T) {
 		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name(i)}, &tj); err != nil {
 			t.Fatal(err)
 		}
-		if meta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobCreated) || tj.FinishedCondition() != nil {
+		if tj.Status.State != trainer.TrainJobStateCreated || tj.FinishedCondition() != nil {
 			t.Errorf("%s: %+v while an orphaned Job holds its child's name", tj.Name, tj.Status.Conditions)
 		}
 	}
@@ -228,11 +228,12 @@ func TestRecreatedUnderTheSameName(t *testing.T) {
 			if c.Type != trainer.TrainJobComplete {
 				failed = append(failed, fmt.Sprintf("%s: %s (%s) %s", tj.Name, c.Type, c.Reason, c.Message))
 			}
-			if created := meta.FindStatusCondition(tj.Status.Conditions, trainer.TrainJobCreated); created != nil {
+			var job batchv1.Job
+			if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name(i) + "-node-0"}, &job); err == nil && metav1.IsControlledBy(&job, &tj) {
 				if i%2 == 0 {
-					background = append(background, created.LastTransitionTime.Sub(tj.CreationTimestamp.Time))
+					background = append(background, job.CreationTimestamp.Sub(tj.CreationTimestamp.Time))
 				} else {
-					orphan = append(orphan, created.LastTransitionTime.Sub(freed))
+					orphan = append(orphan, job.CreationTimestamp.Sub(freed))
 				}
 			}
 			return nil

@@ -112,11 +112,12 @@ func TestKubeflowYAMLAppliesAndRuns(t *testing.T) {
 		t.Errorf("Pods are not selectable as in Kubeflow's docs: %s=%q", trainer.JobSetNameLabel, got)
 	}
 
+	waitRunning(t, ns, "multi-node-example")
 	out, err := kubectl(t, "get", "trainjob", "-n", ns, "multi-node-example")
 	if err != nil {
 		t.Fatalf("kubectl get trainjob: %v\n%s", err, out)
 	}
-	for _, col := range []string{"STATE", "RUNTIME", "NODES", "AGE", "Created", "torch-distributed"} {
+	for _, col := range []string{"STATE", "RUNTIME", "NODES", "AGE", "Running", "torch-distributed"} {
 		if !strings.Contains(out, col) {
 			t.Errorf("kubectl get trainjob output lacks %q:\n%s", col, out)
 		}

@@ -83,6 +83,24 @@ func waitCondition(t *testing.T, ns, name, condType string, status metav1.Condit
 	return tj
 }
 
+// waitRunning waits until the TrainJob's status.state is Running: its Jobs
+// were created. It returns the TrainJob.
+func waitRunning(t *testing.T, ns, name string) *trainer.TrainJob {
+	t.Helper()
+	const state = trainer.TrainJobStateRunning
+	var tj *trainer.TrainJob
+	eventually(t, fmt.Sprintf("TrainJob %s to be %s", name, state), func() (err error) {
+		if tj, err = getTrainJob(ns, name); err != nil {
+			return err
+		}
+		if tj.Status.State != state {
+			return fmt.Errorf("state %q; conditions: %+v", tj.Status.State, tj.Status.Conditions)
+		}
+		return nil
+	})
+	return tj
+}
+
 // setJobStatus changes a child Job's status as the Job controller would.
 func setJobStatus(t *testing.T, ns, name string, change func(*utiltesting.JobWrapper)) {
 	t.Helper()

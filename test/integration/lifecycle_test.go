@@ -243,7 +243,7 @@ func TestRetentionPolicies(t *testing.T) {
 		waitJob(t, ns, name+"-node-0")
 	}
 	// "suspended" runs, then is suspended.
-	waitCondition(t, ns, "suspended", trainer.TrainJobCreated, metav1.ConditionTrue, trainer.TrainJobJobsCreatedReason)
+	waitRunning(t, ns, "suspended")
 	updateTrainJob(t, ns, "suspended", func(tj *trainer.TrainJob) { tj.Spec.Suspend = ptr.To(true) })
 	setJobStatus(t, ns, "suspended-node-0", func(w *utiltesting.JobWrapper) { w.SuspendedByController(time.Now()) })
 	setJobStatus(t, ns, "failed-node-0", func(w *utiltesting.JobWrapper) { w.Failed("BackoffLimitExceeded", time.Now()) })

@@ -81,7 +81,7 @@ func TestRunsToCompletion(t *testing.T) {
 	if svc.Spec.ClusterIP != corev1.ClusterIPNone || svc.Spec.Selector[trainer.TrainJobNameLabel] != "mnist" {
 		t.Errorf("Service is not headless for the TrainJob's Pods: %+v", svc.Spec)
 	}
-	tj := waitCondition(t, ns, "mnist", trainer.TrainJobCreated, metav1.ConditionTrue, trainer.TrainJobJobsCreatedReason)
+	tj := waitRunning(t, ns, "mnist")
 	eventually(t, "startTime", func() error {
 		if tj, _ = getTrainJob(ns, "mnist"); tj.Status.StartTime == nil {
 			return fmt.Errorf("no startTime")
@@ -279,7 +279,7 @@ func TestChildDeletedWhileRunning(t *testing.T) {
 	torchRuntime(t, ns, utiltesting.MakeRuntimeSpec().Torch())
 	create(t, trainJobOn("tj", ns).Obj())
 	job := waitJob(t, ns, "tj-node-0")
-	waitCondition(t, ns, "tj", trainer.TrainJobCreated, metav1.ConditionTrue, trainer.TrainJobJobsCreatedReason)
+	waitRunning(t, ns, "tj")
 	if err := k8s.Delete(context.Background(), job, background); err != nil {
 		t.Fatal(err)
 	}
@@ -336,7 +336,7 @@ func TestStartsOnceTheRuntimeExists(t *testing.T) {
 	}
 	torchRuntime(t, ns, utiltesting.MakeRuntimeSpec().Torch())
 	waitJob(t, ns, "tj-node-0")
-	waitCondition(t, ns, "tj", trainer.TrainJobCreated, metav1.ConditionTrue, trainer.TrainJobJobsCreatedReason)
+	waitRunning(t, ns, "tj")
 }
 
 func TestLeavesOtherManagersAlone(t *testing.T) {

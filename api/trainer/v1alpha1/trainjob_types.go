@@ -32,9 +32,12 @@ const (
 
 // Condition types of a TrainJob.
 const (
-	// TrainJobCreated is True once the child Jobs of the TrainJob exist. It is
-	// False, with a reason, while they cannot be created (for example when the
-	// referenced runtime does not exist yet).
+	// TrainJobCreated is False, with a reason, while the child Jobs of the
+	// TrainJob cannot be created (for example when the referenced runtime
+	// does not exist yet), and absent otherwise: a TrainJob that runs
+	// normally has no condition, as under Kubeflow Trainer, whose clients
+	// read "no condition" as running. Versions before set it True once the
+	// Jobs existed; the controller removes it from such TrainJobs.
 	TrainJobCreated = "Created"
 
 	// TrainJobSuspended is True while spec.suspend is true and every child
@@ -51,7 +54,9 @@ const (
 
 // Condition reasons of a TrainJob.
 const (
-	// TrainJobJobsCreatedReason is the Created=True reason.
+	// TrainJobJobsCreatedReason is the reason of the event recorded when
+	// Jobs of the TrainJob are created (the Created=True reason of earlier
+	// versions).
 	TrainJobJobsCreatedReason = "JobsCreated"
 	// TrainJobRuntimeNotFoundReason is the Created=False reason when the
 	// referenced (Cluster)TrainingRuntime does not exist.
@@ -109,11 +114,29 @@ const (
 	TrainJobReachedMaxRestartsReason = "ReachedMaxRestarts"
 )
 
+// States of a TrainJob, as status.state shows them.
+const (
+	// TrainJobStateCreated: its Jobs are not created yet, or cannot be
+	// (Created=False says why).
+	TrainJobStateCreated = "Created"
+	// TrainJobStateRunning: its Jobs were created and it is not suspended.
+	TrainJobStateRunning = "Running"
+	// TrainJobStateSuspending: spec.suspend is true and Pods of its Jobs
+	// may still run.
+	TrainJobStateSuspending = "Suspending"
+	// TrainJobStateSuspended: suspended, with no Pod of its Jobs left.
+	TrainJobStateSuspended = "Suspended"
+	// TrainJobStateComplete: Complete=True.
+	TrainJobStateComplete = "Complete"
+	// TrainJobStateFailed: Failed=True.
+	TrainJobStateFailed = "Failed"
+)
+
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:storageversion
 // +kubebuilder:resource:categories=kubeflow;trainer
-// +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.conditions[?(@.status=="True")].type`,description="Failed, Complete, Suspended or Created, whichever holds first"
+// +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`,description="Created, Running, Suspending, Suspended, Complete or Failed"
 // +kubebuilder:printcolumn:name="Runtime",type=string,JSONPath=`.spec.runtimeRef.name`
 // +kubebuilder:printcolumn:name="Nodes",type=integer,JSONPath=`.spec.trainer.numNodes`,description="Training nodes requested by the TrainJob (empty: the runtime's numNodes)"
 // +kubebuilder:printcolumn:name="Started",type=date,JSONPath=`.status.startTime`,priority=1
@@ -330,12 +353,21 @@ type Trainer struct {
 // TrainJobStatus is the observed state of a TrainJob.
 type TrainJobStatus struct {
 	// conditions of the TrainJob: Failed, Complete, Suspended and Created,
-	// kept in that order so that the first one that is True is its state.
+	// kept in that order. A TrainJob that runs and was never suspended has
+	// none, as under Kubeflow Trainer.
 	// +listType=map
 	// +listMapKey=type
 	// +kubebuilder:validation:MaxItems=8
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// state is the TrainJob's state in one word, for display (kubectl's
+	// State column): Created, Running, Suspending, Suspended, Complete or
+	// Failed. It is derived from the conditions, spec.suspend and
+	// jobsStatus, which clients should read.
+	// +kubebuilder:validation:Enum=Created;Running;Suspending;Suspended;Complete;Failed
+	// +optional
+	State string `json:"state,omitempty"`
 
 	// jobsStatus has one entry per replicated Job of the runtime.
 	// +listType=map

@@ -44,8 +44,7 @@ import (
 func TestActiveDeadline(t *testing.T) {
 	spec := utiltesting.MakeRuntimeSpec().Torch()
 	running := func(startedAgo time.Duration) *utiltesting.TrainJobWrapper {
-		return utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").StartTime(now.Add(-startedAgo)).
-			Condition(createdCond(1, now.Add(-startedAgo))).JobsStatus(nodeStep)
+		return utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").StartTime(now.Add(-startedAgo)).JobsStatus(nodeStep)
 	}
 	activeChild := func(tj *trainer.TrainJob) *batchv1.Job {
 		return utiltesting.WrapJob(childJob(t, tj, spec, 0)).Active(2).Obj()
@@ -198,8 +197,7 @@ func collect(t *testing.T, d *metrics.DueTimes) []float64 {
 // and falls back to a backoff that reaches 1000 s.
 func TestDeadlineKeptThroughErrors(t *testing.T) {
 	spec := utiltesting.MakeRuntimeSpec()
-	running := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").StartTime(now.Add(-30 * time.Second)).Deadline(60).
-		Condition(createdCond(1, earlier)).JobsStatus(nodeStep).Obj()
+	running := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").StartTime(now.Add(-30 * time.Second)).Deadline(60).JobsStatus(nodeStep).Obj()
 	svcErr := apierrors.NewForbidden(schema.GroupResource{Resource: "services"}, "tj", errors.New("exceeded quota: q, requested: services=1"))
 	cases := map[string]struct {
 		trainJob *trainer.TrainJob
@@ -237,8 +235,7 @@ func TestDeadlineKeptThroughErrors(t *testing.T) {
 // A deadline already due whose Failed status cannot be written is retried
 // on a growing backoff, not at once again and again.
 func TestDueDeadlineBacksOffWhenTheWriteFails(t *testing.T) {
-	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").StartTime(now.Add(-2 * time.Minute)).Deadline(60).
-		Condition(createdCond(1, earlier)).JobsStatus(nodeStep).Obj()
+	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").StartTime(now.Add(-2 * time.Minute)).Deadline(60).JobsStatus(nodeStep).Obj()
 	writeErr := apierrors.NewServiceUnavailable("etcd timeout")
 	f := newFixture(t, &interceptor.Funcs{
 		SubResourceUpdate: func(context.Context, client.Client, string, client.Object, ...client.SubResourceUpdateOption) error {
@@ -262,8 +259,7 @@ func TestDueDeadlineBacksOffWhenTheWriteFails(t *testing.T) {
 // removed, hold back nothing of this TrainJob's: its deadline is kept.
 func TestOrphanReleaseFailureKeepsTheDeadline(t *testing.T) {
 	spec := utiltesting.MakeRuntimeSpec()
-	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-2").StartTime(now.Add(-30 * time.Second)).Deadline(60).
-		Condition(createdCond(1, earlier)).JobsStatus(nodeStep).Obj()
+	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-2").StartTime(now.Add(-30 * time.Second)).Deadline(60).JobsStatus(nodeStep).Obj()
 	orphan := childJob(t, utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").Obj(), spec, 0)
 	orphan.Name = "tj-node-0-earlier"
 	patchErr := apierrors.NewForbidden(schema.GroupResource{Group: "batch", Resource: "jobs"}, orphan.Name, errors.New("denied by a webhook"))
@@ -278,5 +274,25 @@ func TestOrphanReleaseFailureKeepsTheDeadline(t *testing.T) {
 	res, err := f.reconcileResult(t, "tj")
 	if err != nil || res.RequeueAfter <= 0 || res.RequeueAfter > 30*time.Second {
 		t.Errorf("Reconcile = %+v, %v; want the error retried within the 30s left to the deadline", res, err)
+	}
+}
+
+// A reconcile that finds the active deadline passed (the manager was down
+// when it fell) fails the TrainJob before creating anything: no Job,
+// Secret, claim or PodGroup of an overdue TrainJob is made, unsuspended.
+func TestOverdueTrainJobCreatesNothing(t *testing.T) {
+	// It waited for its runtime, which appeared while the manager was
+	// down.
+	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").StartTime(now.Add(-2 * time.Minute)).Deadline(60).
+		Condition(cond(trainer.TrainJobCreated, "False", trainer.TrainJobRuntimeNotFoundReason, "not found", now.Add(-2*time.Minute))).Obj()
+	f := newFixture(t, nil, tj, utiltesting.MakeRuntimeSpec().Torch().ClusterRuntime("torch-distributed"))
+	if err := f.reconcile(t, "tj"); err != nil {
+		t.Fatalf("Reconcile: %v", err)
+	}
+	if jobs := f.jobs(t); len(jobs) != 0 {
+		t.Errorf("Jobs %v created for a TrainJob past its deadline", jobStates(jobs))
+	}
+	if c := f.trainJob(t, "tj").FinishedCondition(); c == nil || c.Reason != trainer.TrainJobDeadlineExceededReason {
+		t.Errorf("finished %+v, want Failed (%s)", c, trainer.TrainJobDeadlineExceededReason)
 	}
 }

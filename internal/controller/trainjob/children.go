@@ -187,6 +187,9 @@ type creation struct {
 	errs    []error
 	// serviceErr is the failure to create the Service.
 	serviceErr error
+	// createdMessage, set when Jobs were created and every Job that can be
+	// is, says so in the event recorded once the status is stored.
+	createdMessage string
 }
 
 // planCreation decides what to create for a running TrainJob, and pins its
@@ -346,16 +349,20 @@ func (c *creation) failed(kind string, obj client.Object, err error) {
 }
 
 // settleCreated keeps the Created condition from what the create phase did:
-// True once every child exists, False with the reason while one cannot be
-// created: the runtime is missing or invalid, or changed since the first
-// Jobs were created; a name is held by a Job or Service this TrainJob does
-// not own; the API server refused a Job. It returns when to look at the
-// TrainJob again if no event will bring it back, and the errors worth
-// retrying.
+// False with the reason while a child cannot be created (the runtime is
+// missing or invalid, or changed since the first Jobs were created; a name
+// is held by a Job or Service this TrainJob does not own; the API server
+// refused a Job), and no Created condition otherwise: a TrainJob that runs
+// normally has none. It returns when to look at the TrainJob again if no
+// event will bring it back, and the errors worth retrying.
 func settleCreated(tj *trainer.TrainJob, c *creation, now metav1.Time) (time.Duration, error) {
 	if c.allCreated || c.waiting {
-		if c.blocked != nil {
+		switch {
+		case c.blocked != nil:
 			setCondition(tj, *c.blocked, now)
+		case c.allCreated:
+			// Set True by versions before.
+			meta.RemoveStatusCondition(&tj.Status.Conditions, trainer.TrainJobCreated)
 		}
 		return 0, c.serviceErr
 	}
@@ -388,15 +395,17 @@ func settleCreated(tj *trainer.TrainJob, c *creation, now metav1.Time) (time.Dur
 		}
 	}
 	if taken == nil && c.refused == nil && len(c.errs) == 0 {
-		setCondition(tj, createdCondition(tj, c.waitingFor), now)
+		meta.RemoveStatusCondition(&tj.Status.Conditions, trainer.TrainJobCreated)
+		if len(c.created) > 0 {
+			c.createdMessage = createdMessage(tj, c.waitingFor)
+		}
 	}
 	return retryAfter, errors.Join(append(c.errs, c.serviceErr)...)
 }
 
-// createdCondition is the Created=True condition of a TrainJob whose Jobs
-// are created, but for those of the replicated Jobs that wait for others
-// (waitingFor says for what).
-func createdCondition(tj *trainer.TrainJob, waitingFor map[string]string) metav1.Condition {
+// createdMessage says how many of the TrainJob's Jobs are created, and
+// what the replicated Jobs still waiting wait for (waitingFor).
+func createdMessage(tj *trainer.TrainJob, waitingFor map[string]string) string {
 	total, made := int32(0), int32(0)
 	var waits []string
 	for _, js := range tj.Status.JobsStatus {
@@ -407,16 +416,10 @@ func createdCondition(tj *trainer.TrainJob, waitingFor map[string]string) metav1
 		}
 		waits = append(waits, fmt.Sprintf("replicated Job %s waits for %s", js.Name, cmp.Or(waitingFor[js.Name], "its dependencies")))
 	}
-	msg := fmt.Sprintf("Created %d Jobs from %s %s", total, jobplan.KindOf(tj), tj.Spec.RuntimeRef.Name)
-	if len(waits) > 0 {
-		msg = fmt.Sprintf("Created %d of %d Jobs from %s %s; %s", made, total, jobplan.KindOf(tj), tj.Spec.RuntimeRef.Name, strings.Join(waits, "; "))
+	if len(waits) == 0 {
+		return fmt.Sprintf("Created %d Jobs from %s %s", total, jobplan.KindOf(tj), tj.Spec.RuntimeRef.Name)
 	}
-	return metav1.Condition{
-		Type:    trainer.TrainJobCreated,
-		Status:  metav1.ConditionTrue,
-		Reason:  trainer.TrainJobJobsCreatedReason,
-		Message: msg,
-	}
+	return fmt.Sprintf("Created %d of %d Jobs from %s %s; %s", made, total, jobplan.KindOf(tj), tj.Spec.RuntimeRef.Name, strings.Join(waits, "; "))
 }
 
 // isRefusal reports whether the API server answered a create with a

@@ -111,9 +111,7 @@ func TestNameHeldByAJobNotOurs(t *testing.T) {
 				t.Fatalf("Reconcile: %v", err)
 			}
 			got = f.trainJob(t, "tj")
-			if !meta.IsStatusConditionTrue(got.Status.Conditions, trainer.TrainJobCreated) || got.FinishedCondition() != nil {
-				t.Errorf("conditions %+v, want Created and running", got.Status.Conditions)
-			}
+			wantRunning(t, got)
 			jobs := f.jobs(t)
 			if len(jobs) != 1 || ctrlOwnerUID(&jobs[0]) != got.UID {
 				t.Errorf("Jobs %v, want tj-node-0 owned by the TrainJob", jobStates(jobs))
@@ -154,8 +152,7 @@ func TestAlreadyExistsIsCheckedForTheOwner(t *testing.T) {
 // TrainJob's is a child gone: the Job of the name is not counted as it.
 func TestVanishedChildReplacedByAnotherJob(t *testing.T) {
 	spec := utiltesting.MakeRuntimeSpec()
-	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-2").StartTime(earlier).
-		Condition(createdCond(1, earlier)).JobsStatus(nodeStep).Obj()
+	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-2").StartTime(earlier).JobsStatus(nodeStep).Obj()
 	other := childJob(t, utiltesting.MakeTrainJob("tj", testNS).UID("uid-3").Obj(), spec, 0)
 	other.Labels = nil
 	f := newFixture(t, nil, tj, other)
@@ -173,8 +170,7 @@ func TestVanishedChildReplacedByAnotherJob(t *testing.T) {
 // TrainJob waits.
 func TestMissingChildNotRecreatedOnReadError(t *testing.T) {
 	spec := utiltesting.MakeRuntimeSpec()
-	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").StartTime(earlier).
-		Condition(createdCond(1, earlier)).JobsStatus(nodeStep).Obj()
+	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").StartTime(earlier).JobsStatus(nodeStep).Obj()
 	readErr := apierrors.NewServiceUnavailable("etcd leader changed")
 	created := 0
 	f := newFixture(t, &interceptor.Funcs{
@@ -210,7 +206,7 @@ func TestRuntimeChangedBetweenCreations(t *testing.T) {
 		utiltesting.MakeReplicatedJob("node").Trainer().Obj(),
 		utiltesting.MakeReplicatedJob("ps").Replicas(2).Obj())
 	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").StartTime(earlier).
-		JobsStatus(nodeStep, trainer.JobStatus{Name: "ps", Replicas: 2}).Obj()
+		JobsStatus(nodeStep, trainer.JobStatus{Name: "ps", Replicas: 2, Waiting: true}).Obj()
 	node := childJob(t, tj, twoSteps, 0)
 	// The runtime lost its ps step after tj-node-0 was created.
 	f := newFixture(t, nil, tj, node, utiltesting.MakeRuntimeSpec().ClusterRuntime("torch-distributed"))
@@ -234,8 +230,7 @@ func TestRuntimeChangedBetweenCreations(t *testing.T) {
 // its TrainJob goes.
 func TestChildFoundWhateverItsLabels(t *testing.T) {
 	spec := utiltesting.MakeRuntimeSpec()
-	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").StartTime(earlier).
-		Condition(createdCond(1, earlier)).JobsStatus(nodeStep)
+	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").StartTime(earlier).JobsStatus(nodeStep)
 	unlabelled := childJob(t, tj.Obj(), spec, 0)
 	unlabelled.Labels = map[string]string{"team": "a"}
 
@@ -298,10 +293,7 @@ func TestRuntimeChangedBeforeAnyCreation(t *testing.T) {
 	if err := f.reconcile(t, "tj"); err != nil {
 		t.Fatalf("Reconcile: %v", err)
 	}
-	got := f.trainJob(t, "tj")
-	if !meta.IsStatusConditionTrue(got.Status.Conditions, trainer.TrainJobCreated) {
-		t.Errorf("conditions %+v, want Created", got.Status.Conditions)
-	}
+	wantRunning(t, f.trainJob(t, "tj"))
 	if diff := cmp.Diff([]jobState{{Name: "tj-node-0", Finalizers: tracked}}, jobStates(f.jobs(t))); diff != "" {
 		t.Errorf("Jobs (-want +got):\n%s", diff)
 	}
@@ -386,8 +378,7 @@ func TestRefusedJobIsReported(t *testing.T) {
 // A TrainJob that finishes deletes its headless Service, and only its own.
 func TestServiceDeletedOnceFinished(t *testing.T) {
 	spec := utiltesting.MakeRuntimeSpec()
-	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").StartTime(earlier).
-		Condition(createdCond(1, earlier)).JobsStatus(nodeStep).Obj()
+	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").StartTime(earlier).JobsStatus(nodeStep).Obj()
 	job := utiltesting.WrapJob(childJob(t, tj, spec, 0)).Succeeded(now).Obj()
 	foreign := jobplan.Service(tj)
 	foreign.OwnerReferences = nil
@@ -443,7 +434,7 @@ func TestCreateIsIdempotent(t *testing.T) {
 func TestChildrenStoppedAfterFailedIsStored(t *testing.T) {
 	runtime := utiltesting.MakeRuntimeSpec().ReplicatedJobs(utiltesting.MakeReplicatedJob("worker").Replicas(2).Obj())
 	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").RuntimeRef(trainer.ClusterTrainingRuntimeKind, "torch-distributed").
-		StartTime(earlier).Condition(createdCond(2, earlier)).JobsStatus(trainer.JobStatus{Name: "worker", Replicas: 2}).Obj()
+		StartTime(earlier).JobsStatus(trainer.JobStatus{Name: "worker", Replicas: 2}).Obj()
 	failed := utiltesting.WrapJob(childJob(t, tj, runtime, 0)).Failed("BackoffLimitExceeded", now).Obj()
 	running := utiltesting.WrapJob(childJob(t, tj, runtime, 1)).Active(1).Obj()
 	writeErr := errors.New("etcd is unhappy")
@@ -484,7 +475,7 @@ func TestChildrenStoppedAfterFailedIsStored(t *testing.T) {
 func TestFinishedTrainJobIsActedOnByTheNextReconcile(t *testing.T) {
 	runtime := utiltesting.MakeRuntimeSpec().ReplicatedJobs(utiltesting.MakeReplicatedJob("worker").Replicas(2).Obj())
 	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").RuntimeRef(trainer.ClusterTrainingRuntimeKind, "torch-distributed").
-		StartTime(earlier).Condition(createdCond(2, earlier)).JobsStatus(trainer.JobStatus{Name: "worker", Replicas: 2}).Obj()
+		StartTime(earlier).JobsStatus(trainer.JobStatus{Name: "worker", Replicas: 2}).Obj()
 	job := func(i int) *utiltesting.JobWrapper { return utiltesting.WrapJob(childJob(t, tj, runtime, i)) }
 	for name, tc := range map[string]struct {
 		jobs         []*batchv1.Job

@@ -59,6 +59,15 @@ type decision struct {
 	previous []*batchv1.Job
 }
 
+// createdMessage is the message of the event of Jobs created by this
+// reconcile, "" if it created none or not all it should have.
+func (d *decision) createdMessage() string {
+	if d.create == nil {
+		return ""
+	}
+	return d.create.createdMessage
+}
+
 // running reports whether the TrainJob runs: it neither finished nor is
 // being deleted.
 func (d *decision) running() bool { return !d.finished && !d.deleting }
@@ -77,10 +86,19 @@ func decide(tj *trainer.TrainJob, obs *observed, now metav1.Time) *decision {
 	if len(failures) > 0 {
 		fail = &failures[0].failure
 	}
+	if !d.finished {
+		// startTime first: the failure policy and the deadline read it.
+		settleStart(d.next, now)
+	}
 	if !d.finished && len(failures) > 0 && d.next.Status.FailurePolicy != nil {
 		fail, d.restart = applyFailurePolicy(d.next, failures, now)
 	}
 	if !d.finished {
+		if fail == nil {
+			// A deadline that passed while nothing looked (the manager
+			// down) fails the TrainJob before anything more is created.
+			fail, d.deadline = activeDeadline(d.next, now.Time)
+		}
 		d.finished = decideFinished(d.next, fail, now)
 	}
 	if d.restart != nil {
@@ -94,7 +112,7 @@ func decide(tj *trainer.TrainJob, obs *observed, now metav1.Time) *decision {
 }
 
 // settle completes the decision with what the create phase did: the Created
-// condition, the Suspended condition and startTime, the active deadline, and
+// condition, the Suspended condition, when the active deadline falls, and
 // the counts of jobsStatus. It returns the creation errors worth retrying.
 func (d *decision) settle(now metav1.Time) error {
 	if d.deleting {
@@ -105,11 +123,8 @@ func (d *decision) settle(now metav1.Time) error {
 		d.children = append(d.children[:len(d.children):len(d.children)], d.create.created...)
 		d.retryAfter, err = settleCreated(d.next, d.create, now)
 		decideSuspend(d.next, d.children, now)
-		// The active deadline, now that startTime is settled.
-		var expired *failure
-		if expired, d.deadline = activeDeadline(d.next, now.Time); expired != nil {
-			d.finished = decideFinished(d.next, expired, now)
-		}
+		// decide failed the TrainJob if its deadline had passed.
+		_, d.deadline = activeDeadline(d.next, now.Time)
 	}
 	updateJobsStatus(&d.next.Status, d.children)
 	return err

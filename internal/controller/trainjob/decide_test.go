@@ -39,7 +39,7 @@ func TestDecide(t *testing.T) {
 	base := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").RuntimeRef(trainer.ClusterTrainingRuntimeKind, "torch-distributed")
 	pinned := trainer.JobStatus{Name: "worker", Replicas: 2}
 	waitingPinned := trainer.JobStatus{Name: "worker", Replicas: 2, Waiting: true}
-	created := base.Clone().StartTime(earlier).Condition(createdCond(2, earlier)).JobsStatus(pinned)
+	created := base.Clone().StartTime(earlier).JobsStatus(pinned)
 	planOf := func(tj *trainer.TrainJob, spec *utiltesting.RuntimeSpecWrapper) *jobplan.Plan {
 		t.Helper()
 		plan, err := jobplan.Build(tj, jobplan.Runtime{Kind: trainer.ClusterTrainingRuntimeKind, Name: "torch-distributed", Spec: spec.Obj()})
@@ -68,10 +68,7 @@ func TestDecide(t *testing.T) {
 	}()
 	stagedAll := &trainer.SuccessPolicy{Operator: trainer.OperatorAll}
 	initCreated := trainer.JobStatus{Name: "init", Replicas: 1}
-	stagedTJ := base.Clone().StartTime(earlier).Condition(metav1.Condition{
-		Type: trainer.TrainJobCreated, Status: metav1.ConditionTrue, Reason: trainer.TrainJobJobsCreatedReason,
-		Message: "Created 1 of 3 Jobs from ClusterTrainingRuntime torch-distributed; replicated Job worker waits for init to be Complete", LastTransitionTime: metav1.NewTime(earlier),
-	}).JobsStatus(initCreated, waitingPinned)
+	stagedTJ := base.Clone().StartTime(earlier).JobsStatus(initCreated, waitingPinned)
 	stagedTJ.Status.SuccessPolicy = stagedAll
 
 	cases := map[string]struct {
@@ -81,19 +78,20 @@ func TestDecide(t *testing.T) {
 		// was given.
 		createdAll bool
 
-		wantCreate     []string
-		wantFinished   bool
-		wantStatus     trainer.TrainJobStatus
-		wantDeadline   time.Time
-		wantRetryAfter time.Duration
+		wantCreate         []string
+		wantCreatedMessage string
+		wantFinished       bool
+		wantStatus         trainer.TrainJobStatus
+		wantDeadline       time.Time
+		wantRetryAfter     time.Duration
 	}{
 		"nothing created yet: the shape is pinned, every Job is to be created": {
-			trainJob:   base.Clone().Obj(),
-			observed:   observed{plan: planOf(base.Obj(), twoWorkers)},
-			createdAll: true,
-			wantCreate: []string{"tj-worker-0", "tj-worker-1"},
+			trainJob:           base.Clone().Obj(),
+			observed:           observed{plan: planOf(base.Obj(), twoWorkers)},
+			createdAll:         true,
+			wantCreate:         []string{"tj-worker-0", "tj-worker-1"},
+			wantCreatedMessage: "Created 2 Jobs from ClusterTrainingRuntime torch-distributed",
 			wantStatus: trainer.TrainJobStatus{
-				Conditions:    []metav1.Condition{createdCond(2, now)},
 				JobsStatus:    []trainer.JobStatus{pinned},
 				SuccessPolicy: &trainer.SuccessPolicy{Operator: trainer.OperatorAll},
 				Network:       pinnedNetwork,
@@ -101,13 +99,12 @@ func TestDecide(t *testing.T) {
 			},
 		},
 		"a stage waits: only the Jobs of the first step are created": {
-			trainJob:   base.Clone().Obj(),
-			observed:   observed{plan: planOf(base.Obj(), staged)},
-			createdAll: true,
-			wantCreate: []string{"tj-init-0"},
+			trainJob:           base.Clone().Obj(),
+			observed:           observed{plan: planOf(base.Obj(), staged)},
+			createdAll:         true,
+			wantCreate:         []string{"tj-init-0"},
+			wantCreatedMessage: "Created 1 of 3 Jobs from ClusterTrainingRuntime torch-distributed; replicated Job worker waits for init to be Complete",
 			wantStatus: trainer.TrainJobStatus{
-				Conditions: []metav1.Condition{cond(trainer.TrainJobCreated, "True", trainer.TrainJobJobsCreatedReason,
-					"Created 1 of 3 Jobs from ClusterTrainingRuntime torch-distributed; replicated Job worker waits for init to be Complete", now)},
 				JobsStatus:    []trainer.JobStatus{initCreated, waitingPinned},
 				SuccessPolicy: stagedAll,
 				Network:       pinnedNetwork,
@@ -124,13 +121,12 @@ func TestDecide(t *testing.T) {
 			}(),
 		},
 		"a stage's dependency completed: the next stage is created, and waits no more": {
-			trainJob:   stagedTJ.Clone().Obj(),
-			observed:   observed{plan: planOf(base.Obj(), staged), children: []child{with(childOfPlan(base.Obj(), staged, 0), func(j *utiltesting.JobWrapper) *utiltesting.JobWrapper { return j.Succeeded(now) })}},
-			createdAll: true,
-			wantCreate: []string{"tj-worker-0", "tj-worker-1"},
+			trainJob:           stagedTJ.Clone().Obj(),
+			observed:           observed{plan: planOf(base.Obj(), staged), children: []child{with(childOfPlan(base.Obj(), staged, 0), func(j *utiltesting.JobWrapper) *utiltesting.JobWrapper { return j.Succeeded(now) })}},
+			createdAll:         true,
+			wantCreate:         []string{"tj-worker-0", "tj-worker-1"},
+			wantCreatedMessage: "Created 3 Jobs from ClusterTrainingRuntime torch-distributed",
 			wantStatus: trainer.TrainJobStatus{
-				Conditions: []metav1.Condition{cond(trainer.TrainJobCreated, "True", trainer.TrainJobJobsCreatedReason,
-					"Created 3 Jobs from ClusterTrainingRuntime torch-distributed", earlier)},
 				JobsStatus: []trainer.JobStatus{
 					{Name: "init", Replicas: 1, Succeeded: 1, SucceededReplicas: []int32{0}},
 					{Name: "worker", Replicas: 2},
@@ -159,7 +155,7 @@ func TestDecide(t *testing.T) {
 			wantRetryAfter: waitRetry,
 		},
 		"the runtime changed after the first Jobs were created: nothing more is created": {
-			trainJob: base.Clone().StartTime(earlier).JobsStatus(pinned).Obj(),
+			trainJob: base.Clone().StartTime(earlier).JobsStatus(waitingPinned).Obj(),
 			observed: observed{
 				plan:     planOf(base.Obj(), threeWorkers),
 				children: []child{childOfPlan(base.Obj(), twoWorkers, 0)},
@@ -167,7 +163,7 @@ func TestDecide(t *testing.T) {
 			wantStatus: trainer.TrainJobStatus{
 				Conditions: []metav1.Condition{cond(trainer.TrainJobCreated, "False", trainer.TrainJobRuntimeChangedReason,
 					"ClusterTrainingRuntime torch-distributed changed after the first Jobs of the TrainJob were created: its replicated Jobs were worker×2 and are now worker×3. The TrainJob keeps the replicated Jobs it started with: restore the runtime, or delete the TrainJob", now)},
-				JobsStatus: []trainer.JobStatus{pinned},
+				JobsStatus: []trainer.JobStatus{waitingPinned},
 				StartTime:  ptr.To(metav1.NewTime(earlier)),
 			},
 		},
@@ -183,7 +179,6 @@ func TestDecide(t *testing.T) {
 			wantStatus: trainer.TrainJobStatus{
 				Conditions: []metav1.Condition{
 					cond(trainer.TrainJobFailed, "True", trainer.TrainJobJobFailedReason, "Job tj-worker-0 failed: BackoffLimitExceeded: Job has reached the specified backoff limit", now),
-					createdCond(2, earlier),
 				},
 				JobsStatus: []trainer.JobStatus{{Name: "worker", Replicas: 2, Failed: 1, FailedReplicas: []int32{0}}},
 				StartTime:  ptr.To(metav1.NewTime(earlier)),
@@ -200,7 +195,6 @@ func TestDecide(t *testing.T) {
 				Conditions: []metav1.Condition{
 					cond(trainer.TrainJobFailed, "True", trainer.TrainJobJobDeletedReason,
 						"Job tj-worker-0 disappeared before its outcome was recorded (its trainer.kubeflow.org/job-tracking finalizer was removed by someone else); it is not run again", now),
-					createdCond(2, earlier),
 				},
 				JobsStatus: []trainer.JobStatus{{Name: "worker", Replicas: 2, Failed: 1, FailedReplicas: []int32{0}}},
 				StartTime:  ptr.To(metav1.NewTime(earlier)),
@@ -218,7 +212,6 @@ func TestDecide(t *testing.T) {
 				}),
 			}},
 			wantStatus: trainer.TrainJobStatus{
-				Conditions: []metav1.Condition{createdCond(2, earlier)},
 				JobsStatus: []trainer.JobStatus{pinned},
 				StartTime:  ptr.To(metav1.NewTime(earlier)),
 			},
@@ -227,7 +220,6 @@ func TestDecide(t *testing.T) {
 			trainJob: created.Clone().Deadline(7200).Obj(),
 			observed: observed{children: []child{childOfPlan(created.Obj(), twoWorkers, 0), childOfPlan(created.Obj(), twoWorkers, 1)}},
 			wantStatus: trainer.TrainJobStatus{
-				Conditions: []metav1.Condition{createdCond(2, earlier)},
 				JobsStatus: []trainer.JobStatus{pinned},
 				StartTime:  ptr.To(metav1.NewTime(earlier)),
 			},
@@ -241,10 +233,28 @@ func TestDecide(t *testing.T) {
 				Conditions: []metav1.Condition{
 					cond(trainer.TrainJobFailed, "True", trainer.TrainJobDeadlineExceededReason,
 						"The TrainJob was active longer than its activeDeadlineSeconds (60s since "+earlier.Format(time.RFC3339)+")", now),
-					createdCond(2, earlier),
 				},
 				JobsStatus: []trainer.JobStatus{pinned},
 				StartTime:  ptr.To(metav1.NewTime(earlier)),
+			},
+			wantDeadline: earlier.Add(time.Minute),
+		},
+		"the active deadline passed before the next stage was created: Failed, nothing created": {
+			// The manager was down when the deadline fell, and init
+			// completed meanwhile: the workers are not started.
+			trainJob: stagedTJ.Clone().Deadline(60).Obj(),
+			observed: observed{plan: planOf(base.Obj(), staged), children: []child{with(childOfPlan(base.Obj(), staged, 0), func(j *utiltesting.JobWrapper) *utiltesting.JobWrapper {
+				return j.Succeeded(earlier.Add(time.Second))
+			})}},
+			wantFinished: true,
+			wantStatus: trainer.TrainJobStatus{
+				Conditions: []metav1.Condition{
+					cond(trainer.TrainJobFailed, "True", trainer.TrainJobDeadlineExceededReason,
+						"The TrainJob was active longer than its activeDeadlineSeconds (60s since "+earlier.Format(time.RFC3339)+")", now),
+				},
+				JobsStatus:    []trainer.JobStatus{{Name: "init", Replicas: 1, Succeeded: 1, SucceededReplicas: []int32{0}}, waitingPinned},
+				SuccessPolicy: stagedAll,
+				StartTime:     ptr.To(metav1.NewTime(earlier)),
 			},
 			wantDeadline: earlier.Add(time.Minute),
 		},
@@ -271,6 +281,9 @@ func TestDecide(t *testing.T) {
 			}
 			if err := d.settle(metav1.NewTime(now)); err != nil {
 				t.Errorf("settle: %v", err)
+			}
+			if got := d.createdMessage(); got != tc.wantCreatedMessage {
+				t.Errorf("message of the Created event = %q, want %q", got, tc.wantCreatedMessage)
 			}
 			if d.finished != tc.wantFinished {
 				t.Errorf("finished = %t, want %t", d.finished, tc.wantFinished)

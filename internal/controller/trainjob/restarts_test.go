@@ -53,7 +53,7 @@ func TestFailurePolicy(t *testing.T) {
 		return out
 	}
 	running := func(policy *trainer.FailurePolicy, restarts, counted int32) *trainer.TrainJob {
-		tj := base.Clone().StartTime(earlier).Condition(createdCond(3, earlier)).
+		tj := base.Clone().StartTime(earlier).
 			JobsStatus(trainer.JobStatus{Name: "init", Replicas: 1}, trainer.JobStatus{Name: "worker", Replicas: 2}).Obj()
 		tj.Status.SuccessPolicy = &trainer.SuccessPolicy{Operator: trainer.OperatorAll}
 		tj.Status.FailurePolicy, tj.Status.Restarts, tj.Status.RestartsCountTowardsMax = policy, restarts, counted

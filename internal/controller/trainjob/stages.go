@@ -22,6 +22,7 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
 )
@@ -31,27 +32,42 @@ import (
 // their status, counted from jobsStatus: Complete, once every Job of the
 // dependency succeeded; Ready, once every Job of it is ready (its ready and
 // succeeded Pods reach its parallelism) or finished. A replicated Job stays
-// waiting (jobsStatus[].waiting) until its Jobs are all created; Created is
-// True once every Job that can be created is, with the waiting ones named
-// in its message. Suspension does not hold creation back (the Jobs are
-// created suspended), and a resumed TrainJob resumes the Jobs of a
-// replicated Job only once its dependencies are reached again, as JobSet
-// does: work done (succeeded Jobs) is never run again.
+// waiting (jobsStatus[].waiting) until its Jobs are all created. Suspension
+// does not hold creation back (the Jobs are created suspended), and a
+// resumed TrainJob resumes the Jobs of a replicated Job only once its
+// dependencies are reached again, as JobSet does: work done (succeeded
+// Jobs) is never run again.
 
-// allCreated reports whether every Job of the TrainJob was created.
+// allCreated reports whether every Job of the TrainJob was created: its
+// replicated Jobs are pinned in jobsStatus and none waits. Created=False
+// (a Job that could not be created) means one does: versions before
+// marked waiting replicated Jobs only by that condition, and marked the
+// TrainJob whose Jobs were all created with Created=True.
 func allCreated(tj *trainer.TrainJob) bool {
-	return meta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobCreated) &&
-		!slices.ContainsFunc(tj.Status.JobsStatus, func(js trainer.JobStatus) bool { return js.Waiting })
+	if creationBlocked(tj) || slices.ContainsFunc(tj.Status.JobsStatus, func(js trainer.JobStatus) bool { return js.Waiting }) {
+		return false
+	}
+	return shapePinned(&tj.Status) || meta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobCreated)
 }
 
 // created reports whether the Jobs of replicated Job step were all created
 // once: a missing one went away.
 func created(tj *trainer.TrainJob, step string) bool {
-	if !meta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobCreated) {
+	i := slices.IndexFunc(tj.Status.JobsStatus, func(js trainer.JobStatus) bool { return js.Name == step })
+	if i < 0 || tj.Status.JobsStatus[i].Waiting || tj.Status.JobsStatus[i].Replicas < 1 {
 		return false
 	}
-	i := slices.IndexFunc(tj.Status.JobsStatus, func(js trainer.JobStatus) bool { return js.Name == step })
-	return i >= 0 && !tj.Status.JobsStatus[i].Waiting
+	// Versions before pinned the replicated Jobs before creating them and
+	// had no waiting flag: there, Created=False says they were not all
+	// created.
+	return !creationBlocked(tj)
+}
+
+// creationBlocked reports whether the stored status says Jobs of the
+// TrainJob could not be created.
+func creationBlocked(tj *trainer.TrainJob) bool {
+	c := meta.FindStatusCondition(tj.Status.Conditions, trainer.TrainJobCreated)
+	return c != nil && c.Status == metav1.ConditionFalse
 }
 
 // reached reports whether every dependency has reached its status, by the

@@ -34,9 +34,8 @@ import (
 	"github.com/trainjob-operator/trainjob-operator/internal/metrics"
 )
 
-// conditionOrder is the order conditions are kept in. The State printer
-// column shows the first condition that is True, so the most telling state
-// comes first.
+// conditionOrder is the order conditions are kept in: the most telling
+// first.
 var conditionOrder = []string{
 	trainer.TrainJobFailed,
 	trainer.TrainJobComplete,
@@ -165,11 +164,13 @@ func updateJobsStatus(status *trainer.TrainJobStatus, children []child) {
 	}
 }
 
-// writeStatus writes next's status if it differs from tj's, and returns the
-// TrainJob as stored. The events of the conditions that changed are recorded
-// and the finish is counted once the write succeeded; the written TrainJob
-// is remembered until the cache catches up with it.
-func (r *Reconciler) writeStatus(ctx context.Context, tj, next *trainer.TrainJob, now time.Time) (*trainer.TrainJob, error) {
+// writeStatus writes next's status, with its state, if it differs from
+// tj's, and returns the TrainJob as stored. The events of what changed are
+// recorded (created, the message of the event of Jobs created) and the
+// finish is counted once the write succeeded; the written TrainJob is
+// remembered until the cache catches up with it.
+func (r *Reconciler) writeStatus(ctx context.Context, tj, next *trainer.TrainJob, created string, now time.Time) (*trainer.TrainJob, error) {
+	next.Status.State = lifecycle.State(next)
 	if equality.Semantic.DeepEqual(tj.Status, next.Status) {
 		return tj, nil
 	}
@@ -177,15 +178,31 @@ func (r *Reconciler) writeStatus(ctx context.Context, tj, next *trainer.TrainJob
 		return nil, err
 	}
 	r.writes.add(tj.ResourceVersion, next, now)
-	r.emitEvents(tj, next)
+	r.emitEvents(tj, next, created)
 	countFinished(tj, next)
 	return next, nil
 }
 
+// createdJobs is how many Jobs of the TrainJob's current attempt status
+// says were created.
+func createdJobs(status *trainer.TrainJobStatus) int32 {
+	var n int32
+	for _, js := range status.JobsStatus {
+		if !js.Waiting {
+			n += js.Replicas
+		}
+	}
+	return n
+}
+
 // emitEvents records an event for each condition that changed between the
 // stored status and the new one, in the order they happen in a TrainJob's
-// life. It runs after the status write succeeded.
-func (r *Reconciler) emitEvents(old, cur *trainer.TrainJob) {
+// life, and one, with the message created, when more of its Jobs are
+// created. It runs after the status write succeeded.
+func (r *Reconciler) emitEvents(old, cur *trainer.TrainJob, created string) {
+	if created != "" && createdJobs(&cur.Status) > createdJobs(&old.Status) {
+		r.recorder.Eventf(cur, nil, corev1.EventTypeNormal, "Created", "CreateJobs", "%s", created)
+	}
 	for _, t := range slices.Backward(conditionOrder) {
 		n := meta.FindStatusCondition(cur.Status.Conditions, t)
 		if n == nil {
@@ -196,9 +213,7 @@ func (r *Reconciler) emitEvents(old, cur *trainer.TrainJob) {
 		}
 		eventType, reason, action := corev1.EventTypeNormal, n.Reason, ""
 		switch {
-		case t == trainer.TrainJobCreated && n.Status == metav1.ConditionTrue:
-			reason, action = "Created", "CreateJobs"
-		case t == trainer.TrainJobCreated:
+		case t == trainer.TrainJobCreated && n.Status == metav1.ConditionFalse:
 			eventType, action = corev1.EventTypeWarning, "CreateJobs"
 		case t == trainer.TrainJobSuspended && n.Status == metav1.ConditionTrue:
 			reason, action = "Suspended", "Suspend"

@@ -193,37 +193,56 @@ func (r *Reconciler) setJobSuspend(ctx context.Context, job *batchv1.Job, suspen
 	return nil
 }
 
-// decideSuspend keeps the Suspended condition and startTime of a running
-// TrainJob, from its children as followSuspend left them.
+// decideSuspend keeps the Suspended condition of a running TrainJob, from
+// its children as followSuspend left them. A suspended TrainJob is
+// Suspended once no Job it created has a Pod left: the Jobs of replicated
+// Jobs still waiting to be created (later stages, a restart's new attempt)
+// have none, and one that created nothing yet is Suspended at once.
 func decideSuspend(tj *trainer.TrainJob, children []child, now metav1.Time) {
-	want := ptr.Deref(tj.Spec.Suspend, false)
-	created := meta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobCreated)
-	cur := meta.FindStatusCondition(tj.Status.Conditions, trainer.TrainJobSuspended)
-	switch {
-	case want && created:
-		// Children not seen at all (the cache behind) count as running.
-		left := len(missingChildren(&tj.Status, tj.Name, children))
-		for _, c := range children {
-			if o, _ := jobOutcome(c.job); o == running && c.job.DeletionTimestamp == nil && !suspendedWithoutPods(c.job) {
-				left++
-			}
-		}
-		c := metav1.Condition{
-			Type: trainer.TrainJobSuspended, Status: metav1.ConditionTrue, Reason: trainer.TrainJobSuspendedReason,
-			Message: "The TrainJob is suspended and no Pod of its Jobs is left",
-		}
-		if left > 0 {
-			c = metav1.Condition{
-				Type: trainer.TrainJobSuspended, Status: metav1.ConditionFalse, Reason: trainer.TrainJobSuspendingReason,
-				Message: "The TrainJob is being suspended: Pods of its Jobs are still running, or not every Job has been seen stopped yet",
-			}
-		}
-		setCondition(tj, c, now)
-	case want:
-		// Suspended before all its Jobs could be created: it has no Pod to
-		// wait for, and its deadline counts from the resume.
+	if !ptr.Deref(tj.Spec.Suspend, false) {
+		return
+	}
+	if !shapePinned(&tj.Status) {
+		// Suspended before any Job was created: its deadline counts from
+		// the resume.
 		tj.Status.StartTime = nil
-	case !want && cur != nil && cur.Reason != trainer.TrainJobResumedReason:
+	}
+	// Children created but not seen at all (the cache behind) count as
+	// running.
+	left := 0
+	for _, m := range missingChildren(&tj.Status, tj.Name, children) {
+		if created(tj, m.step) {
+			left++
+		}
+	}
+	for _, c := range children {
+		if o, _ := jobOutcome(c.job); o == running && c.job.DeletionTimestamp == nil && !suspendedWithoutPods(c.job) {
+			left++
+		}
+	}
+	c := metav1.Condition{
+		Type: trainer.TrainJobSuspended, Status: metav1.ConditionTrue, Reason: trainer.TrainJobSuspendedReason,
+		Message: "The TrainJob is suspended and no Pod of its Jobs is left",
+	}
+	if left > 0 {
+		c = metav1.Condition{
+			Type: trainer.TrainJobSuspended, Status: metav1.ConditionFalse, Reason: trainer.TrainJobSuspendingReason,
+			Message: "The TrainJob is being suspended: Pods of its Jobs are still running, or not every Job has been seen stopped yet",
+		}
+	}
+	setCondition(tj, c, now)
+}
+
+// settleStart keeps the startTime of a running TrainJob and records its
+// resume: startTime is set when it first runs unsuspended, and reset with
+// Suspended=False (reason Resumed) when it is resumed, so that the active
+// deadline counts from then. The resume is read from the stored condition,
+// so it happens once.
+func settleStart(tj *trainer.TrainJob, now metav1.Time) {
+	if ptr.Deref(tj.Spec.Suspend, false) {
+		return
+	}
+	if cur := meta.FindStatusCondition(tj.Status.Conditions, trainer.TrainJobSuspended); cur != nil && cur.Reason != trainer.TrainJobResumedReason {
 		setCondition(tj, metav1.Condition{
 			Type:    trainer.TrainJobSuspended,
 			Status:  metav1.ConditionFalse,
@@ -232,7 +251,7 @@ func decideSuspend(tj *trainer.TrainJob, children []child, now metav1.Time) {
 		}, now)
 		tj.Status.StartTime = &now
 	}
-	if !want && tj.Status.StartTime == nil {
+	if tj.Status.StartTime == nil {
 		tj.Status.StartTime = &now
 	}
 }

@@ -41,7 +41,7 @@ import (
 func TestSuspendedOnlyOnceEveryChildIsSeenStopped(t *testing.T) {
 	twoWorkers := utiltesting.MakeRuntimeSpec().ReplicatedJobs(utiltesting.MakeReplicatedJob("worker").Replicas(2).Obj())
 	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").RuntimeRef(trainer.ClusterTrainingRuntimeKind, "torch-distributed").
-		StartTime(earlier).Suspend(true).Condition(createdCond(2, earlier)).JobsStatus(trainer.JobStatus{Name: "worker", Replicas: 2}).Obj()
+		StartTime(earlier).Suspend(true).JobsStatus(trainer.JobStatus{Name: "worker", Replicas: 2}).Obj()
 	stopped := utiltesting.WrapJob(childJob(t, tj, twoWorkers, 0)).SuspendedByController(now).Obj()
 	running := utiltesting.WrapJob(childJob(t, tj, twoWorkers, 1)).Active(1).Obj()
 	// The cache shows tj-worker-0 only; tj-worker-1 still has its Pod.
@@ -78,7 +78,7 @@ func TestSuspendedOnlyOnceEveryChildIsSeenStopped(t *testing.T) {
 // does not push the deadline back at every reconcile.
 func TestStartTimeResetOncePerResume(t *testing.T) {
 	spec := utiltesting.MakeRuntimeSpec()
-	base := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").Deadline(600).Condition(createdCond(1, earlier)).JobsStatus(nodeStep)
+	base := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").Deadline(600).JobsStatus(nodeStep)
 	suspendedTJ := base.Clone().StartTime(earlier).
 		Condition(cond(trainer.TrainJobSuspended, "True", trainer.TrainJobSuspendedReason, "suspended", earlier)).Obj()
 	job := utiltesting.WrapJob(childJob(t, suspendedTJ, spec, 0)).SuspendedByController(earlier).Obj()
@@ -137,8 +137,7 @@ func TestSuspendedBeforeCreatedResumesItsDeadline(t *testing.T) {
 // suspended, even while its status shows none yet.
 func TestResumedJobNotTakenForPodless(t *testing.T) {
 	spec := utiltesting.MakeRuntimeSpec()
-	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").Suspend(true).StartTime(earlier).
-		Condition(createdCond(1, earlier)).JobsStatus(nodeStep).Obj()
+	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").Suspend(true).StartTime(earlier).JobsStatus(nodeStep).Obj()
 	job := childJob(t, tj, spec, 0)
 	job.Generation = 3 // created suspended, resumed, suspended again; its status not updated yet
 	f := newFixture(t, nil, tj, job)
@@ -171,7 +170,7 @@ func TestResumeAppliesRuntimePatches(t *testing.T) {
 		}}}},
 	}}
 	queued := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").RuntimeRef(trainer.ClusterTrainingRuntimeKind, "torch-distributed").
-		Suspend(true).Condition(createdCond(2, earlier)).JobsStatus(trainer.JobStatus{Name: "worker", Replicas: 2})
+		Suspend(true).JobsStatus(trainer.JobStatus{Name: "worker", Replicas: 2})
 	queued.Spec.RuntimePatches = []trainer.RuntimePatch{{Manager: trainer.KueueManager}}
 	admitted := queued.Clone().Suspend(false).Obj()
 	admitted.Spec.RuntimePatches = []trainer.RuntimePatch{flavor}
@@ -242,4 +241,43 @@ func TestResumeAppliesRuntimePatches(t *testing.T) {
 			t.Errorf("waiting index = %v, want the runtime's key", got)
 		}
 	})
+}
+
+// A staged TrainJob suspended before its later stages exist is Suspended
+// once the Jobs it created have no Pod left: the replicated Jobs still to
+// be created have none. Kueue queues a TrainJob by suspending it at
+// creation, so every queued TrainJob with initializers is in this state.
+func TestStagedTrainJobSuspendedBeforeItsLaterStages(t *testing.T) {
+	workers := utiltesting.MakeReplicatedJob("worker").Replicas(2).Obj()
+	workers.DependsOn = []trainer.DependsOn{{Name: "init", Status: trainer.DependsOnComplete}}
+	staged := utiltesting.MakeRuntimeSpec().ReplicatedJobs(utiltesting.MakeReplicatedJob("init").Obj(), workers)
+	base := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").RuntimeRef(trainer.ClusterTrainingRuntimeKind, "torch-distributed")
+	cases := map[string]struct {
+		trainJob *trainer.TrainJob
+		jobs     []client.Object
+	}{
+		"suspended while its first stage ran": {
+			trainJob: base.Clone().StartTime(earlier).Suspend(true).
+				JobsStatus(trainer.JobStatus{Name: "init", Replicas: 1}, trainer.JobStatus{Name: "worker", Replicas: 2, Waiting: true}).Obj(),
+			jobs: []client.Object{utiltesting.WrapJob(childJob(t, base.Obj(), staged, 0)).SuspendedByController(now).Obj()},
+		},
+		"created suspended (queued by Kueue)": {
+			trainJob: base.Clone().Suspend(true).Obj(),
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, nil, append(tc.jobs, tc.trainJob, staged.ClusterRuntime("torch-distributed"))...)
+			if err := f.reconcile(t, "tj"); err != nil {
+				t.Fatalf("Reconcile: %v", err)
+			}
+			got := f.trainJob(t, "tj")
+			if c := meta.FindStatusCondition(got.Status.Conditions, trainer.TrainJobSuspended); c == nil || c.Status != metav1.ConditionTrue {
+				t.Errorf("Suspended = %+v, want True: the replicated Job waiting for its stage has no Pod", c)
+			}
+			if diff := cmp.Diff([]jobState{{Name: "tj-init-0", Suspend: true, Finalizers: tracked}}, jobStates(f.jobs(t))); diff != "" {
+				t.Errorf("Jobs (-want +got):\n%s", diff)
+			}
+		})
+	}
 }

@@ -63,8 +63,7 @@ func TestReleasedJobs(t *testing.T) {
 // when the status write fails, the finalizer stays.
 func TestFinalizerKeptWhenStatusWriteFails(t *testing.T) {
 	spec := utiltesting.MakeRuntimeSpec()
-	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").StartTime(earlier).
-		Condition(createdCond(1, earlier)).JobsStatus(nodeStep).Obj()
+	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").StartTime(earlier).JobsStatus(nodeStep).Obj()
 	job := utiltesting.WrapJob(childJob(t, tj, spec, 0)).Succeeded(now).Obj()
 	writeErr := errors.New("etcd is unhappy")
 	f := newFixture(t, &interceptor.Funcs{

@@ -234,7 +234,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 	// A conflict means this reconcile decided on a stale TrainJob, so it
 	// acts on nothing more.
-	stored, err := r.writeStatus(ctx, tj, d.next, now.Time)
+	stored, err := r.writeStatus(ctx, tj, d.next, d.createdMessage(), now.Time)
 	switch {
 	case apierrors.IsConflict(err):
 		// The cache was behind: the newer TrainJob is on its way through

@@ -169,6 +169,15 @@ var (
 	}
 )
 
+// wantRunning fails the test unless tj runs as Kubeflow's clients read it:
+// no condition at all, and state Running.
+func wantRunning(t *testing.T, tj *trainer.TrainJob) {
+	t.Helper()
+	if len(tj.Status.Conditions) > 0 || tj.Status.State != trainer.TrainJobStateRunning {
+		t.Errorf("state %q, conditions %+v: want Running with no condition", tj.Status.State, tj.Status.Conditions)
+	}
+}
+
 // childJob returns the child Job the controller creates for the TrainJob.
 func childJob(t *testing.T, tj *trainer.TrainJob, spec *utiltesting.RuntimeSpecWrapper, index int) *batchv1.Job {
 	t.Helper()
@@ -183,12 +192,10 @@ func TestReconcile(t *testing.T) {
 	spec := utiltesting.MakeRuntimeSpec().Torch()
 	twoWorkers := utiltesting.MakeRuntimeSpec().ReplicatedJobs(utiltesting.MakeReplicatedJob("worker").Replicas(2).Obj())
 	base := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1")
-	running := base.Clone().StartTime(earlier).
-		Condition(createdCond(1, earlier)).JobsStatus(nodeStep)
+	running := base.Clone().StartTime(earlier).JobsStatus(nodeStep)
 	runningTJ := running.Obj()
 	child := childJob(t, runningTJ, spec, 0)
-	workers := base.Clone().RuntimeRef(trainer.ClusterTrainingRuntimeKind, "torch-distributed").StartTime(earlier).
-		Condition(createdCond(2, earlier)).JobsStatus(trainer.JobStatus{Name: "worker", Replicas: 2})
+	workers := base.Clone().RuntimeRef(trainer.ClusterTrainingRuntimeKind, "torch-distributed").StartTime(earlier).JobsStatus(trainer.JobStatus{Name: "worker", Replicas: 2})
 	worker0 := childJob(t, workers.Obj(), twoWorkers, 0)
 	worker1 := childJob(t, workers.Obj(), twoWorkers, 1)
 
@@ -204,7 +211,7 @@ func TestReconcile(t *testing.T) {
 			trainJob: base.Clone().Obj(),
 			runtime:  spec,
 			wantStatus: trainer.TrainJobStatus{
-				Conditions:    []metav1.Condition{createdCond(1, now)},
+				State:         trainer.TrainJobStateRunning,
 				JobsStatus:    []trainer.JobStatus{nodeStep},
 				SuccessPolicy: &trainer.SuccessPolicy{Operator: trainer.OperatorAll},
 				Network:       pinnedNetwork,
@@ -216,6 +223,7 @@ func TestReconcile(t *testing.T) {
 		"waits for a missing runtime": {
 			trainJob: base.Clone().Obj(),
 			wantStatus: trainer.TrainJobStatus{
+				State: trainer.TrainJobStateCreated,
 				Conditions: []metav1.Condition{cond(trainer.TrainJobCreated, "False", trainer.TrainJobRuntimeNotFoundReason,
 					`ClusterTrainingRuntime "torch-distributed" not found (spec.runtimeRef); the TrainJob starts once it exists`, now)},
 				// Not suspended, so active: its deadline runs.
@@ -227,6 +235,7 @@ func TestReconcile(t *testing.T) {
 			trainJob: base.Clone().Image("x").Obj(),
 			runtime:  utiltesting.MakeRuntimeSpec().ReplicatedJobs(utiltesting.MakeReplicatedJob("worker").Obj()),
 			wantStatus: trainer.TrainJobStatus{
+				State: trainer.TrainJobStateCreated,
 				Conditions: []metav1.Condition{cond(trainer.TrainJobCreated, "False", trainer.TrainJobInvalidRuntimeReason,
 					`spec.trainer: Invalid value: "{...}": runtime ClusterTrainingRuntime/torch-distributed has no trainer step (a replicated Job labelled trainer.kubeflow.org/trainjob-ancestor-step=trainer, or named "node") for the trainer overrides to apply to`, now)},
 				StartTime: ptr.To(metav1.NewTime(now)),
@@ -239,9 +248,9 @@ func TestReconcile(t *testing.T) {
 			// Jobs created suspended never have a Pod: Suspended at once, as
 			// for a Job created suspended (KEP-2322).
 			wantStatus: trainer.TrainJobStatus{
+				State: trainer.TrainJobStateSuspended,
 				Conditions: []metav1.Condition{
 					cond(trainer.TrainJobSuspended, "True", trainer.TrainJobSuspendedReason, "The TrainJob is suspended and no Pod of its Jobs is left", now),
-					createdCond(1, now),
 				},
 				JobsStatus:    []trainer.JobStatus{{Name: "node", Replicas: 1, Trainer: true, Suspended: 1}},
 				SuccessPolicy: &trainer.SuccessPolicy{Operator: trainer.OperatorAll},
@@ -254,12 +263,12 @@ func TestReconcile(t *testing.T) {
 			},
 		},
 		"suspended once no Pod is left": {
-			trainJob: base.Clone().Suspend(true).Condition(createdCond(1, earlier)).JobsStatus(nodeStep).Obj(),
+			trainJob: base.Clone().Suspend(true).JobsStatus(nodeStep).Obj(),
 			jobs:     []*batchv1.Job{utiltesting.WrapJob(childJob(t, base.Clone().Suspend(true).Obj(), spec, 0)).SuspendedByController(earlier).Obj()},
 			wantStatus: trainer.TrainJobStatus{
+				State: trainer.TrainJobStateSuspended,
 				Conditions: []metav1.Condition{
 					cond(trainer.TrainJobSuspended, "True", trainer.TrainJobSuspendedReason, "The TrainJob is suspended and no Pod of its Jobs is left", now),
-					createdCond(1, earlier),
 				},
 				JobsStatus: []trainer.JobStatus{{Name: "node", Replicas: 1, Trainer: true, Suspended: 1}},
 			},
@@ -270,7 +279,8 @@ func TestReconcile(t *testing.T) {
 			trainJob: running.Clone().Suspend(true).Obj(),
 			jobs:     []*batchv1.Job{utiltesting.WrapJob(child).Active(1).Obj()},
 			wantStatus: trainer.TrainJobStatus{
-				Conditions: []metav1.Condition{suspendingCond(now), createdCond(1, earlier)},
+				State:      trainer.TrainJobStateSuspending,
+				Conditions: []metav1.Condition{suspendingCond(now)},
 				JobsStatus: []trainer.JobStatus{{Name: "node", Replicas: 1, Trainer: true, Active: 1, Ready: 1, Suspended: 1}},
 				StartTime:  ptr.To(metav1.NewTime(earlier)),
 			},
@@ -280,9 +290,9 @@ func TestReconcile(t *testing.T) {
 			trainJob: running.Clone().Condition(cond(trainer.TrainJobSuspended, "True", trainer.TrainJobSuspendedReason, "suspended", earlier)).Obj(),
 			jobs:     []*batchv1.Job{utiltesting.WrapJob(child).SuspendedByController(earlier).Obj()},
 			wantStatus: trainer.TrainJobStatus{
+				State: trainer.TrainJobStateRunning,
 				Conditions: []metav1.Condition{
 					cond(trainer.TrainJobSuspended, "False", trainer.TrainJobResumedReason, "The TrainJob was resumed", now),
-					createdCond(1, earlier),
 				},
 				JobsStatus: []trainer.JobStatus{{Name: "node", Replicas: 1, Trainer: true}},
 				StartTime:  ptr.To(metav1.NewTime(now)),
@@ -291,13 +301,13 @@ func TestReconcile(t *testing.T) {
 			wantEvents: []string{"Normal Resumed The TrainJob was resumed"},
 		},
 		"first resume of a TrainJob created suspended sets the start time": {
-			trainJob: base.Clone().Condition(createdCond(1, earlier)).JobsStatus(nodeStep).
+			trainJob: base.Clone().JobsStatus(nodeStep).
 				Condition(cond(trainer.TrainJobSuspended, "True", trainer.TrainJobSuspendedReason, "suspended", earlier)).Obj(),
 			jobs: []*batchv1.Job{utiltesting.WrapJob(child).SuspendedByController(earlier).Obj()},
 			wantStatus: trainer.TrainJobStatus{
+				State: trainer.TrainJobStateRunning,
 				Conditions: []metav1.Condition{
 					cond(trainer.TrainJobSuspended, "False", trainer.TrainJobResumedReason, "The TrainJob was resumed", now),
-					createdCond(1, earlier),
 				},
 				JobsStatus: []trainer.JobStatus{{Name: "node", Replicas: 1, Trainer: true}},
 				StartTime:  ptr.To(metav1.NewTime(now)),
@@ -309,9 +319,9 @@ func TestReconcile(t *testing.T) {
 			trainJob: runningTJ,
 			jobs:     []*batchv1.Job{utiltesting.WrapJob(child).Succeeded(now).Obj()},
 			wantStatus: trainer.TrainJobStatus{
+				State: trainer.TrainJobStateComplete,
 				Conditions: []metav1.Condition{
 					cond(trainer.TrainJobComplete, "True", trainer.TrainJobJobsCompletedReason, "All 1 Job(s) of replicated Job node succeeded", now),
-					createdCond(1, earlier),
 				},
 				JobsStatus:     []trainer.JobStatus{{Name: "node", Replicas: 1, Trainer: true, Succeeded: 1, SucceededReplicas: []int32{0}}},
 				StartTime:      ptr.To(metav1.NewTime(earlier)),
@@ -327,10 +337,10 @@ func TestReconcile(t *testing.T) {
 				utiltesting.WrapJob(worker1).Active(1).Obj(),
 			},
 			wantStatus: trainer.TrainJobStatus{
+				State: trainer.TrainJobStateFailed,
 				Conditions: []metav1.Condition{
 					cond(trainer.TrainJobFailed, "True", trainer.TrainJobJobFailedReason,
 						"Job tj-worker-0 failed: BackoffLimitExceeded: Job has reached the specified backoff limit", now),
-					createdCond(2, earlier),
 				},
 				JobsStatus: []trainer.JobStatus{{Name: "worker", Replicas: 2, Failed: 1, FailedReplicas: []int32{0}, Active: 1, Ready: 1}},
 				StartTime:  ptr.To(metav1.NewTime(earlier)),
@@ -347,10 +357,10 @@ func TestReconcile(t *testing.T) {
 				utiltesting.WrapJob(worker1).Active(1).Obj(),
 			},
 			wantStatus: trainer.TrainJobStatus{
+				State: trainer.TrainJobStateFailed,
 				Conditions: []metav1.Condition{
 					cond(trainer.TrainJobFailed, "True", trainer.TrainJobJobDeletedReason,
 						"Job tj-worker-0 was deleted before it finished; it is not run again", now),
-					createdCond(2, earlier),
 				},
 				JobsStatus: []trainer.JobStatus{{Name: "worker", Replicas: 2, Failed: 1, FailedReplicas: []int32{0}, Active: 1, Ready: 1}},
 				StartTime:  ptr.To(metav1.NewTime(earlier)),
@@ -367,7 +377,7 @@ func TestReconcile(t *testing.T) {
 			},
 			runtime: twoWorkers,
 			wantStatus: trainer.TrainJobStatus{
-				Conditions: []metav1.Condition{createdCond(2, earlier)},
+				State:      trainer.TrainJobStateRunning,
 				JobsStatus: []trainer.JobStatus{{Name: "worker", Replicas: 2, Succeeded: 1, SucceededReplicas: []int32{0}, Active: 1, Ready: 1}},
 				StartTime:  ptr.To(metav1.NewTime(earlier)),
 			},
@@ -378,7 +388,7 @@ func TestReconcile(t *testing.T) {
 			jobs:     []*batchv1.Job{utiltesting.WrapJob(worker1).Active(1).Obj()},
 			runtime:  twoWorkers,
 			wantStatus: trainer.TrainJobStatus{
-				Conditions: []metav1.Condition{createdCond(2, earlier)},
+				State:      trainer.TrainJobStateRunning,
 				JobsStatus: []trainer.JobStatus{{Name: "worker", Replicas: 2, Succeeded: 1, SucceededReplicas: []int32{0}, Active: 1, Ready: 1}},
 				StartTime:  ptr.To(metav1.NewTime(earlier)),
 			},
@@ -389,10 +399,10 @@ func TestReconcile(t *testing.T) {
 			jobs:     []*batchv1.Job{utiltesting.WrapJob(worker1).Active(1).Obj()},
 			runtime:  twoWorkers,
 			wantStatus: trainer.TrainJobStatus{
+				State: trainer.TrainJobStateFailed,
 				Conditions: []metav1.Condition{
 					cond(trainer.TrainJobFailed, "True", trainer.TrainJobJobDeletedReason,
 						"Job tj-worker-0 disappeared before its outcome was recorded (its trainer.kubeflow.org/job-tracking finalizer was removed by someone else); it is not run again", now),
-					createdCond(2, earlier),
 				},
 				JobsStatus: []trainer.JobStatus{{Name: "worker", Replicas: 2, Failed: 1, FailedReplicas: []int32{0}, Active: 1, Ready: 1}},
 				StartTime:  ptr.To(metav1.NewTime(earlier)),
@@ -405,14 +415,24 @@ func TestReconcile(t *testing.T) {
 				JobsStatus(trainer.JobStatus{Name: "node", Replicas: 1, Trainer: true, Succeeded: 1, SucceededReplicas: []int32{0}}).Obj(),
 			jobs: []*batchv1.Job{utiltesting.WrapJob(child).Failed("BackoffLimitExceeded", now).Obj()},
 			wantStatus: trainer.TrainJobStatus{
+				State: trainer.TrainJobStateComplete,
 				Conditions: []metav1.Condition{
-					createdCond(1, earlier),
 					cond(trainer.TrainJobComplete, "True", trainer.TrainJobJobsCompletedReason, "done", earlier),
 				},
 				JobsStatus: []trainer.JobStatus{{Name: "node", Replicas: 1, Trainer: true, Succeeded: 1, SucceededReplicas: []int32{0}}},
 				StartTime:  ptr.To(metav1.NewTime(earlier)),
 			},
 			wantJobs: []jobState{{Name: "tj-node-0"}},
+		},
+		"Created=True of an earlier version is removed: a running TrainJob has no condition": {
+			trainJob: running.Clone().Condition(createdCond(1, earlier)).Obj(),
+			jobs:     []*batchv1.Job{utiltesting.WrapJob(child).Active(1).Obj()},
+			wantStatus: trainer.TrainJobStatus{
+				State:      trainer.TrainJobStateRunning,
+				JobsStatus: []trainer.JobStatus{{Name: "node", Replicas: 1, Trainer: true, Active: 1, Ready: 1}},
+				StartTime:  ptr.To(metav1.NewTime(earlier)),
+			},
+			wantJobs: []jobState{{Name: "tj-node-0", Finalizers: tracked}},
 		},
 		"a TrainJob managed by another controller is left alone": {
 			trainJob:   base.Clone().ManagedBy("kueue.x-k8s.io/multikueue").Obj(),

@@ -22,7 +22,6 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -114,10 +113,10 @@ func TestReconcileFollowsItsOwnWrite(t *testing.T) {
 	}, tj, utiltesting.MakeRuntimeSpec().ClusterRuntime("torch-distributed"))
 
 	before := f.trainJob(t, "tj")
-	if err := f.reconcile(t, "tj"); err != nil { // creates the Job, stores Created
+	if err := f.reconcile(t, "tj"); err != nil { // creates the Job, stores Running
 		t.Fatalf("Reconcile: %v", err)
 	}
-	// The Job starts; the cache has not seen the Created write yet.
+	// The Job starts; the cache has not seen the write yet.
 	jobs := f.jobs(t)
 	if len(jobs) != 1 {
 		t.Fatalf("%d Jobs, want 1", len(jobs))
@@ -136,8 +135,8 @@ func TestReconcileFollowsItsOwnWrite(t *testing.T) {
 		t.Errorf("%d conflicting status writes (result %+v), want none: the reconcile decided on the cache's copy", conflicts, res)
 	}
 	got := f.trainJob(t, "tj")
-	if !meta.IsStatusConditionTrue(got.Status.Conditions, trainer.TrainJobCreated) {
-		t.Errorf("Created lost: %v", got.Status.Conditions)
+	if got.Status.State != trainer.TrainJobStateRunning {
+		t.Errorf("state %q, want %s: the write that created the Jobs was lost", got.Status.State, trainer.TrainJobStateRunning)
 	}
 	if len(got.Status.JobsStatus) != 1 || got.Status.JobsStatus[0].Active != 1 {
 		t.Errorf("jobsStatus %+v, want the Job active", got.Status.JobsStatus)
