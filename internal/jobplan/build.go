@@ -46,6 +46,9 @@ type Runtime struct {
 	Name string
 	// Spec of the runtime.
 	Spec *trainer.TrainingRuntimeSpec
+	// UID and Generation of the runtime object the spec was read from.
+	UID        types.UID
+	Generation int64
 }
 
 // path is the runtime's spec, for errors.

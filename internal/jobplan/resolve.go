@@ -39,11 +39,11 @@ func Resolve(ctx context.Context, reader client.Reader, tj *trainer.TrainJob) (R
 	if rt.Kind == trainer.TrainingRuntimeKind {
 		var obj trainer.TrainingRuntime
 		err = reader.Get(ctx, types.NamespacedName{Namespace: tj.Namespace, Name: rt.Name}, &obj)
-		rt.Spec = &obj.Spec
+		rt.Spec, rt.UID, rt.Generation = &obj.Spec, obj.UID, obj.Generation
 	} else {
 		var obj trainer.ClusterTrainingRuntime
 		err = reader.Get(ctx, types.NamespacedName{Name: rt.Name}, &obj)
-		rt.Spec = &obj.Spec
+		rt.Spec, rt.UID, rt.Generation = &obj.Spec, obj.UID, obj.Generation
 	}
 	return rt, err
 }

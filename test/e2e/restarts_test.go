@@ -19,6 +19,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -162,5 +163,49 @@ func TestFailurePolicyFailJobSetRule(t *testing.T) {
 	}
 	if msg := condition(tj, trainer.TrainJobFailed).Message; !strings.Contains(msg, "rule backoff") {
 		t.Errorf("Failed message %q does not name the rule", msg)
+	}
+}
+
+// A TrainJob with restarts left keeps the runtime it started with: its
+// runtime deleted, or edited (another node count and subdomain), while its
+// first attempt runs, the attempt fails, and the restart is made from the
+// runtime as it was, which it completes on, its Pods reaching each other
+// by the names the first attempt had.
+func TestRestartOutlivesItsRuntime(t *testing.T) {
+	for name, change := range map[string][]string{
+		"deleted": {"delete", "trainingruntime", "restarting"},
+		"edited": {"patch", "trainingruntime", "restarting", "--type", "merge", "-p",
+			`{"spec":{"mlPolicy":{"numNodes":3},"template":{"spec":{"network":{"subdomain":"elsewhere"}}}}}`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ns := newNamespace(t)
+			applyYAML(t, ns, restartingRuntime("restarting", "        maxRestarts: 1"))
+			// Its first attempt's Pods fail after 10s, the second's
+			// succeed after 2s.
+			manifest := strings.Replace(restartingTrainJob("tj", "restarting", 1), failFor+": 2s", failFor+": 10s", 1)
+			applyYAML(t, ns, manifest)
+			first := waitRunning(t, ns, "tj", 2)
+			if out, err := kubectl(append(change, "-n", ns)...); err != nil {
+				t.Fatalf("kubectl %s: %v\n%s", change[0], err, out)
+			}
+			eventually(t, "the second attempt to run", func() error {
+				running := slices.DeleteFunc(pods(t, ns, "tj"), func(p corev1.Pod) bool {
+					return p.Status.Phase != corev1.PodRunning || p.Labels[trainer.JobSetRestartAttemptLabel] != "1"
+				})
+				if len(running) != 2 {
+					return fmt.Errorf("%d Pods of restart attempt 1 running", len(running))
+				}
+				for _, p := range running {
+					if got, want := envOf(&p)["PET_MASTER_ADDR"], envOf(&first[0])["PET_MASTER_ADDR"]; got != want || p.Spec.Subdomain != first[0].Spec.Subdomain {
+						t.Errorf("Pod %s: PET_MASTER_ADDR %q, subdomain %q; the first attempt's were %q, %q", p.Name, got, p.Spec.Subdomain, want, first[0].Spec.Subdomain)
+					}
+				}
+				return nil
+			})
+			tj := waitCondition(t, ns, "tj", trainer.TrainJobComplete, trainer.TrainJobJobsCompletedReason)
+			if tj.Status.Restarts != 1 {
+				t.Errorf("restarts %d, want 1", tj.Status.Restarts)
+			}
+		})
 	}
 }

@@ -29,6 +29,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -267,6 +268,19 @@ func planCreation(tj *trainer.TrainJob, obs *observed, restarting bool) *creatio
 	}
 	if len(c.jobs) > 0 {
 		c.claims, c.configMaps, c.secrets, c.podGroup = obs.plan.Claims, obs.plan.ConfigMaps, obs.plan.Secrets, obs.plan.PodGroup
+		if !createdAny(tj, obs) && needsSnapshot(tj, obs.plan, c.startable) {
+			// Made before the first Jobs, with the runtime they are made
+			// from, like the ConfigMaps their Pods mount.
+			snap, err := makeSnapshot(tj, obs.runtime)
+			if err != nil {
+				for _, job := range c.jobs {
+					c.blockedSteps[job.Labels[trainer.ReplicatedJobNameLabel]] = true
+				}
+				c.errs, c.jobs = append(c.errs, err), nil
+				return c
+			}
+			c.configMaps = append(slices.Clip(c.configMaps), snap)
+		}
 	}
 	return c
 }
@@ -463,12 +477,27 @@ func shapeChange(status *trainer.TrainJobStatus, plan *jobplan.Plan) string {
 	for _, js := range status.JobsStatus {
 		pinned = append(pinned, jobplan.Step{Name: js.Name, Replicas: js.Replicas, Trainer: js.Trainer})
 	}
-	if slices.EqualFunc(pinned, plan.Steps, func(a, b jobplan.Step) bool {
+	var changes []string
+	if !slices.EqualFunc(pinned, plan.Steps, func(a, b jobplan.Step) bool {
 		return a.Name == b.Name && a.Replicas == b.Replicas && a.Trainer == b.Trainer
 	}) {
-		return ""
+		changes = append(changes, fmt.Sprintf("its replicated Jobs were %s and are now %s", describe(pinned), describe(plan.Steps)))
 	}
-	return fmt.Sprintf("its replicated Jobs were %s and are now %s", describe(pinned), describe(plan.Steps))
+	// The Service and the Pods' subdomain, which the Jobs created reach
+	// each other by.
+	if status.Network != nil && !equality.Semantic.DeepEqual(*status.Network, plan.Network) {
+		changes = append(changes, fmt.Sprintf("its network was %s and is now %s", describeNetwork(status.Network), describeNetwork(&plan.Network)))
+	}
+	if status.SuccessPolicy != nil && !equality.Semantic.DeepEqual(*status.SuccessPolicy, plan.Success) {
+		changes = append(changes, "its successPolicy changed")
+	}
+	return strings.Join(changes, "; ")
+}
+
+// describeNetwork says what a runtime's network gives the TrainJob.
+func describeNetwork(n *trainer.Network) string {
+	return fmt.Sprintf("(subdomain %q, enableDNSHostnames %t, publishNotReadyAddresses %t)",
+		n.Subdomain, ptr.Deref(n.EnableDNSHostnames, true), ptr.Deref(n.PublishNotReadyAddresses, true))
 }
 
 // createClaims makes sure the volume claims of the runtime's

@@ -17,12 +17,14 @@ limitations under the License.
 package trainjob
 
 import (
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -79,6 +81,7 @@ func TestDecide(t *testing.T) {
 		createdAll bool
 
 		wantCreate         []string
+		wantSnapshot       bool
 		wantCreatedMessage string
 		wantFinished       bool
 		wantStatus         trainer.TrainJobStatus
@@ -98,9 +101,13 @@ func TestDecide(t *testing.T) {
 				StartTime:     ptr.To(metav1.NewTime(now)),
 			},
 		},
-		"a stage waits: only the Jobs of the first step are created": {
-			trainJob:           base.Clone().Obj(),
-			observed:           observed{plan: planOf(base.Obj(), staged)},
+		"a stage waits: only the Jobs of the first step are created, after the runtime's snapshot": {
+			trainJob: base.Clone().Obj(),
+			observed: observed{
+				plan:    planOf(base.Obj(), staged),
+				runtime: jobplan.Runtime{Kind: trainer.ClusterTrainingRuntimeKind, Name: "torch-distributed", Spec: staged.Obj()},
+			},
+			wantSnapshot:       true,
 			createdAll:         true,
 			wantCreate:         []string{"tj-init-0"},
 			wantCreatedMessage: "Created 1 of 3 Jobs from ClusterTrainingRuntime torch-distributed; replicated Job worker waits for init to be Complete",
@@ -278,6 +285,12 @@ func TestDecide(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.wantCreate, toCreate); diff != "" {
 				t.Errorf("Jobs to create (-want +got):\n%s", diff)
+			}
+			snapshot := d.create != nil && slices.ContainsFunc(d.create.configMaps, func(cm *corev1.ConfigMap) bool {
+				return cm.Name == snapshotKey(tc.trainJob).Name
+			})
+			if snapshot != tc.wantSnapshot {
+				t.Errorf("runtime snapshot made: %t, want %t", snapshot, tc.wantSnapshot)
 			}
 			if err := d.settle(metav1.NewTime(now)); err != nil {
 				t.Errorf("settle: %v", err)

@@ -67,6 +67,9 @@ type observed struct {
 	// scheduling directives of the plan.
 	plan    *jobplan.Plan
 	blocked *metav1.Condition
+	// runtime is what plan was built from: the TrainJob's snapshot once
+	// it created Jobs and has one, the runtime as it is otherwise.
+	runtime jobplan.Runtime
 	// errs are the reads that failed. The decision is still made on what
 	// was read, so the active deadline is enforced whatever else fails;
 	// the errors are retried.
@@ -106,7 +109,7 @@ func (r *Reconciler) observe(ctx context.Context, tj *trainer.TrainJob) (*observ
 		return obs, nil
 	}
 	var planErr error
-	obs.plan, obs.blocked, planErr = r.plan(ctx, tj)
+	obs.runtime, obs.plan, obs.blocked, planErr = r.plan(ctx, tj, createdAny(tj, obs))
 	obs.errs = append(obs.errs, planErr)
 	return obs, nil
 }
@@ -209,30 +212,45 @@ func (r *Reconciler) getService(ctx context.Context, tj *trainer.TrainJob) (*cor
 	return &svc, nil
 }
 
-// plan resolves the TrainJob's runtime and builds its children. When that is
-// not possible it returns the Created=False condition that says why, and an
-// error only for failures worth retrying.
-func (r *Reconciler) plan(ctx context.Context, tj *trainer.TrainJob) (*jobplan.Plan, *metav1.Condition, error) {
-	rt, err := jobplan.Resolve(ctx, r.client, tj)
-	if apierrors.IsNotFound(err) {
-		return nil, &metav1.Condition{
-			Type:    trainer.TrainJobCreated,
-			Status:  metav1.ConditionFalse,
-			Reason:  trainer.TrainJobRuntimeNotFoundReason,
-			Message: fmt.Sprintf("%s %q not found%s (spec.runtimeRef); the TrainJob starts once it exists", rt.Kind, rt.Name, rt.Where(tj)),
-		}, nil
+// plan builds the TrainJob's children from its runtime: from its snapshot
+// once it created Jobs (started) and has one, from the runtime as it is
+// otherwise. When that is not possible it returns the Created=False
+// condition that says why, and an error only for failures worth
+// retrying.
+func (r *Reconciler) plan(ctx context.Context, tj *trainer.TrainJob, started bool) (jobplan.Runtime, *jobplan.Plan, *metav1.Condition, error) {
+	var rt jobplan.Runtime
+	if started {
+		snap, err := r.readSnapshot(ctx, tj)
+		if err != nil {
+			return rt, nil, nil, err
+		}
+		if snap != nil {
+			rt = *snap
+		}
 	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("reading %s %s: %w", rt.Kind, rt.Name, err)
+	if rt.Spec == nil {
+		var err error
+		rt, err = jobplan.Resolve(ctx, r.client, tj)
+		if apierrors.IsNotFound(err) {
+			return rt, nil, &metav1.Condition{
+				Type:    trainer.TrainJobCreated,
+				Status:  metav1.ConditionFalse,
+				Reason:  trainer.TrainJobRuntimeNotFoundReason,
+				Message: fmt.Sprintf("%s %q not found%s (spec.runtimeRef); the TrainJob starts once it exists", rt.Kind, rt.Name, rt.Where(tj)),
+			}, nil
+		}
+		if err != nil {
+			return rt, nil, nil, fmt.Errorf("reading %s %s: %w", rt.Kind, rt.Name, err)
+		}
 	}
 	plan, err := jobplan.Build(tj, rt)
 	if err != nil {
-		return nil, &metav1.Condition{
+		return rt, nil, &metav1.Condition{
 			Type:    trainer.TrainJobCreated,
 			Status:  metav1.ConditionFalse,
 			Reason:  trainer.TrainJobInvalidRuntimeReason,
 			Message: err.Error(),
 		}, nil
 	}
-	return plan, nil, nil
+	return rt, plan, nil, nil
 }
