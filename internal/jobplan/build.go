@@ -49,10 +49,17 @@ type Runtime struct {
 	// UID and Generation of the runtime object the spec was read from.
 	UID        types.UID
 	Generation int64
+	// SpecPath is where errors about the runtime's spec point: nil for
+	// runtime[<kind>/<name>].spec, as a TrainJob's errors name it; spec
+	// when the runtime itself is being admitted.
+	SpecPath *field.Path
 }
 
 // path is the runtime's spec, for errors.
 func (rt Runtime) path() *field.Path {
+	if rt.SpecPath != nil {
+		return rt.SpecPath
+	}
 	return field.NewPath("runtime").Key(rt.Kind + "/" + rt.Name).Child("spec")
 }
 
