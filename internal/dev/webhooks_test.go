@@ -42,8 +42,10 @@ func TestWebhookConfigurations(t *testing.T) {
 		}
 	}
 	want := map[string]string{
-		"vtrainjob.trainer.kubeflow.org": "/validate-trainer-kubeflow-org-v1alpha1-trainjob",
-		"mtrainjob.trainer.kubeflow.org": "/mutate-trainer-kubeflow-org-v1alpha1-trainjob",
+		"vtrainjob.trainer.kubeflow.org":               "/validate-trainer-kubeflow-org-v1alpha1-trainjob",
+		"mtrainjob.trainer.kubeflow.org":               "/mutate-trainer-kubeflow-org-v1alpha1-trainjob",
+		"vtrainingruntime.trainer.kubeflow.org":        "/validate-trainer-kubeflow-org-v1alpha1-trainingruntime",
+		"vclustertrainingruntime.trainer.kubeflow.org": "/validate-trainer-kubeflow-org-v1alpha1-clustertrainingruntime",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("webhooks (-want +got):\n%s", diff)

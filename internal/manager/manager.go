@@ -149,7 +149,7 @@ func New(restConfig *rest.Config, cfg *configv1alpha1.Configuration, opts Option
 	return mgr, nil
 }
 
-// setupWebhook registers the TrainJob webhook. With certificate management
+// setupWebhook registers the TrainJob and runtime webhooks. With certificate management
 // on, it does so only once the serving certificate is in place: the webhook
 // server cannot start without one.
 func setupWebhook(mgr ctrl.Manager, cfg *configv1alpha1.Webhook, clk clock.PassiveClock) error {
@@ -172,6 +172,9 @@ func setupWebhook(mgr ctrl.Manager, cfg *configv1alpha1.Webhook, clk clock.Passi
 		}
 		if err := trainjobwebhook.NewTrainJobDefaulter(clk).SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up the TrainJob defaulting webhook: %w", err)
+		}
+		if err := trainjobwebhook.SetupRuntimeWebhooksWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up the runtime webhooks: %w", err)
 		}
 		return nil
 	}

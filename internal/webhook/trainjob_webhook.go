@@ -14,10 +14,10 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package webhook holds the validating admission webhook of TrainJobs: the
-// checks the CRD schema cannot express because they look at other objects
-// (the runtime, the API server's validation of the Jobs a TrainJob would
-// create), and warnings.
+// Package webhook holds the admission webhooks of TrainJobs and runtimes:
+// the checks the CRD schema cannot express because they look at other
+// objects (the runtime, the API server's validation of the Jobs a TrainJob
+// would create) or build a TrainJob's plan, and warnings.
 package webhook
 
 import (
