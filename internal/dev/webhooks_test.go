@@ -35,6 +35,12 @@ func TestWebhookConfigurations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// One configuration of each kind: Up registers them, and the switch to
+	// Kubeflow Trainer (deleteOurWebhookConfigurations) removes them, by
+	// name; a webhook in a third one would stay behind, failing closed.
+	if len(configs) != 2 {
+		t.Errorf("%d webhook configurations, want one validating and one mutating", len(configs))
+	}
 	got := map[string]string{}
 	for _, c := range configs {
 		for _, w := range webhooksOf(c, nil) {
