@@ -94,6 +94,10 @@ type Plan struct {
 	// Failure is the runtime's failurePolicy, its rules named; nil if it
 	// has none.
 	Failure *trainer.FailurePolicy
+	// JobsTTL is the runtime template's ttlSecondsAfterFinished: how long
+	// after the TrainJob finishes its Jobs go, as a JobSet's do; nil if
+	// they stay.
+	JobsTTL *int32
 	// Warnings are what the TrainJob's author should know about how it
 	// runs on this runtime, though it can run.
 	Warnings []string
@@ -203,7 +207,8 @@ func Build(trainJob *trainer.TrainJob, rt Runtime) (*Plan, error) {
 	failurePolicy, failureErrs := failurePolicy(rt.Spec, rtPath.Child("template", "spec", "failurePolicy"))
 	errs = append(errs, failureErrs...)
 	network := networkOf(rt.Spec)
-	plan := &Plan{Network: network, Service: serviceFor(trainJob, &network), Success: successPolicy(rt.Spec), Failure: failurePolicy}
+	plan := &Plan{Network: network, Service: serviceFor(trainJob, &network), Success: successPolicy(rt.Spec), Failure: failurePolicy,
+		JobsTTL: rt.Spec.Template.Spec.TTLSecondsAfterFinished}
 	coordinator, coordErr := coordinatorOf(trainJob, rt.Spec, numNodes, trainerIdx, rtPath.Child("template", "spec", "coordinator"))
 	if coordErr != nil {
 		errs = append(errs, coordErr)

@@ -41,3 +41,17 @@ func TTLAfterFinished(tj *trainer.TrainJob) *Expiry {
 		Reason: fmt.Sprintf("%s and its ttlSecondsAfterFinished of %ds expired", describe(done), *ttl),
 	}
 }
+
+// JobsExpiry is when the Jobs of a finished TrainJob are deleted, as a
+// JobSet's are by its ttlSecondsAfterFinished: the finish time plus the
+// runtime template's ttlSecondsAfterFinished, pinned in
+// status.jobsTTLSecondsAfterFinished. False for a TrainJob that has not
+// finished, whose runtime sets none, or that another controller runs.
+func JobsExpiry(tj *trainer.TrainJob) (time.Time, bool) {
+	ttl := tj.Status.JobsTTLSecondsAfterFinished
+	done := tj.FinishedCondition()
+	if ttl == nil || done == nil || ManagedElsewhere(tj) {
+		return time.Time{}, false
+	}
+	return done.LastTransitionTime.Add(time.Duration(*ttl) * time.Second), true
+}

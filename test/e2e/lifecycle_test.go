@@ -424,3 +424,34 @@ func TestManagerKilledWithTimersPending(t *testing.T) {
 	}
 	waitGoneNotBefore(t, ns, "ttl", finished.FinishedCondition().LastTransitionTime.Add(12*time.Second))
 }
+
+// A runtime template's ttlSecondsAfterFinished keeps its JobSet meaning: the
+// TrainJob's Jobs and Pods go that long after it finishes, and the
+// TrainJob stays, Complete, with its status.
+func TestRuntimeTTLDeletesTheJobsNotTheTrainJob(t *testing.T) {
+	ns := newNamespace(t)
+	spec := utiltesting.MakeRuntimeSpec().Torch()
+	spec.Template.Spec.TTLSecondsAfterFinished = ptr.To[int32](3)
+	create(t, spec.Runtime("jobs-ttl", ns))
+	create(t, utiltesting.MakeTrainJob("tj", ns).RuntimeRef(trainer.TrainingRuntimeKind, "jobs-ttl").
+		Annotation(runFor, "2s").NumNodes(2).Command("torchrun", "train.py").Obj())
+	tj := waitCondition(t, ns, "tj", trainer.TrainJobComplete, trainer.TrainJobJobsCompletedReason)
+	due := tj.FinishedCondition().LastTransitionTime.Add(3 * time.Second)
+	eventuallyWithin(t, time.Until(due)+deadlineTolerance, "the Jobs to go at the runtime's TTL", func() error {
+		if jobs := jobsOf(t, ns, "tj"); len(jobs) > 0 {
+			return fmt.Errorf("%d Jobs left", len(jobs))
+		}
+		return nil
+	})
+	if time.Now().Before(due) {
+		t.Errorf("Jobs gone before the runtime's TTL (due %s)", due.Format(time.RFC3339))
+	}
+	waitNoPods(t, 15*time.Second, ns, "tj")
+	tj, err := getTrainJob(ns, "tj")
+	if err != nil {
+		t.Fatalf("the TrainJob went with its Jobs: %v", err)
+	}
+	if c := tj.FinishedCondition(); c == nil || c.Type != trainer.TrainJobComplete || len(tj.Status.JobsStatus) == 0 || tj.Status.JobsStatus[0].Succeeded != 1 {
+		t.Errorf("TrainJob after its Jobs went: %+v", tj.Status)
+	}
+}

@@ -230,7 +230,6 @@ type TemplateMetadata struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.failurePolicy) || !has(self.failurePolicy.rules) || self.failurePolicy.rules.all(r, !has(r.name) || self.failurePolicy.rules.filter(x, has(x.name) && x.name == r.name).size() == 1)",fieldPath=".failurePolicy.rules",message="failurePolicy rule names must be unique"
 // +kubebuilder:validation:XValidation:rule="!has(self.suspend)",fieldPath=".suspend",message="suspend belongs on the TrainJob (spec.suspend), not in the runtime template"
 // +kubebuilder:validation:XValidation:rule="!has(self.managedBy)",fieldPath=".managedBy",message="managedBy belongs on the TrainJob (spec.managedBy), not in the runtime template"
-// +kubebuilder:validation:XValidation:rule="!has(self.ttlSecondsAfterFinished)",fieldPath=".ttlSecondsAfterFinished",message="ttlSecondsAfterFinished belongs on the TrainJob (spec.ttlSecondsAfterFinished), not in the runtime template"
 // +kubebuilder:validation:XValidation:rule="!self.replicatedJobs.exists(r, has(r.template.metadata) && has(r.template.metadata.labels) && 'trainer.kubeflow.org/trainjob-ancestor-step' in r.template.metadata.labels && r.template.metadata.labels['trainer.kubeflow.org/trainjob-ancestor-step'] == 'trainer') || self.replicatedJobs.all(r, r.name != 'node' || !has(r.template.spec) || !has(r.template.spec.parallelism) || has(r.template.spec.completions) || (has(r.template.metadata) && has(r.template.metadata.labels) && 'trainer.kubeflow.org/trainjob-ancestor-step' in r.template.metadata.labels && r.template.metadata.labels['trainer.kubeflow.org/trainjob-ancestor-step'] == 'trainer'))",fieldPath=".replicatedJobs",reason=FieldValueRequired,message="replicated Job \"node\" sets parallelism but not completions, and it is not the trainer step here (another replicated Job is labelled trainer.kubeflow.org/trainjob-ancestor-step: trainer): its Jobs are Indexed, and an Indexed Job needs completions; set completions (the number of Pods that must succeed) too"
 type JobSetSpec struct {
 	// replicatedJobs are the steps of the runtime. Each creates `replicas`
@@ -268,7 +267,12 @@ type JobSetSpec struct {
 	// managedBy is set on the TrainJob instead.
 	// +optional
 	ManagedBy *string `json:"managedBy,omitempty"`
-	// ttlSecondsAfterFinished is set on the TrainJob instead.
+	// ttlSecondsAfterFinished is, as in JobSet, how long after the
+	// TrainJob finishes its Jobs (with their Pods) and Service are
+	// deleted; the TrainJob and its status stay (its own
+	// spec.ttlSecondsAfterFinished deletes it). Unset, they stay until
+	// the TrainJob is deleted.
+	// +kubebuilder:validation:Minimum=0
 	// +optional
 	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
 	// volumeClaimPolicies make PersistentVolumeClaims for each TrainJob,

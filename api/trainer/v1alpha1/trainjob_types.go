@@ -398,6 +398,14 @@ type TrainJobStatus struct {
 	// +optional
 	FailurePolicy *FailurePolicy `json:"failurePolicy,omitempty"`
 
+	// jobsTTLSecondsAfterFinished is the runtime template's
+	// ttlSecondsAfterFinished, fixed with jobsStatus when the first Jobs
+	// are created: how long after the TrainJob finishes its Jobs and their
+	// Pods are deleted. None, they stay until the TrainJob is deleted.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	JobsTTLSecondsAfterFinished *int32 `json:"jobsTTLSecondsAfterFinished,omitempty"`
+
 	// restarts is how many times the failure policy restarted the
 	// TrainJob's Jobs. The Jobs of the current attempt carry it in their
 	// label jobset.sigs.k8s.io/restart-attempt; jobsStatus counts theirs.

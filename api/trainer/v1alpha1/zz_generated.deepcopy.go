@@ -1449,6 +1449,11 @@ func (in *TrainJobStatus) DeepCopyInto(out *TrainJobStatus) {
 		*out = new(FailurePolicy)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.JobsTTLSecondsAfterFinished != nil {
+		in, out := &in.JobsTTLSecondsAfterFinished, &out.JobsTTLSecondsAfterFinished
+		*out = new(int32)
+		**out = **in
+	}
 	if in.StartTime != nil {
 		in, out := &in.StartTime, &out.StartTime
 		*out = (*in).DeepCopy()

@@ -80,6 +80,9 @@ func pinShape(status *trainer.TrainJobStatus, plan *jobplan.Plan) {
 	if status.Network == nil {
 		status.Network = plan.Network.DeepCopy()
 	}
+	if status.JobsTTLSecondsAfterFinished == nil {
+		status.JobsTTLSecondsAfterFinished = plan.JobsTTL
+	}
 }
 
 // missingChild is a child of the pinned shape that is not observed.
@@ -687,4 +690,29 @@ func (r *Reconciler) stopChildren(ctx context.Context, children []child) error {
 func toStop(c child) bool {
 	o, _ := jobOutcome(c.job)
 	return o == running && c.job.DeletionTimestamp == nil && !ptr.Deref(c.job.Spec.Suspend, false)
+}
+
+// deleteJobs deletes the TrainJob's Jobs whose outcomes no longer matter
+// (of an earlier restart attempt, or past the runtime's
+// ttlSecondsAfterFinished), which why says: each is released from the
+// tracking finalizer, then deleted with foreground propagation, so that
+// its name comes free only once its Pods are gone.
+func (r *Reconciler) deleteJobs(ctx context.Context, jobs []*batchv1.Job, why string) error {
+	var errs []error
+	for _, job := range jobs {
+		if err := r.releaseFinalizer(ctx, job); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if job.DeletionTimestamp != nil {
+			continue
+		}
+		err := r.client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationForeground), client.Preconditions{UID: &job.UID})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			errs = append(errs, fmt.Errorf("deleting Job %s %s: %w", klog.KObj(job), why, err))
+			continue
+		}
+		ctrl.LoggerFrom(ctx).V(2).Info("Deleted a Job "+why, "job", klog.KObj(job), "attempt", attemptOf(job))
+	}
+	return errors.Join(errs...)
 }

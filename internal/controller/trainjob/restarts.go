@@ -17,8 +17,6 @@ limitations under the License.
 package trainjob
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -26,11 +24,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/klog/v2"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
 	"github.com/trainjob-operator/trainjob-operator/internal/metrics"
@@ -158,30 +152,6 @@ func ruleMatches(rule *trainer.FailurePolicyRule, f jobFailure) bool {
 		re, err := regexp.Compile(p)
 		return err == nil && re.MatchString(f.jobMessage)
 	})
-}
-
-// deletePrevious deletes the Jobs of earlier restart attempts: each is
-// released from the tracking finalizer (its outcome no longer matters),
-// then deleted with foreground propagation, so that its name comes free
-// only once its Pods are gone.
-func (r *Reconciler) deletePrevious(ctx context.Context, jobs []*batchv1.Job) error {
-	var errs []error
-	for _, job := range jobs {
-		if err := r.releaseFinalizer(ctx, job); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if job.DeletionTimestamp != nil {
-			continue
-		}
-		err := r.client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationForeground), client.Preconditions{UID: &job.UID})
-		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-			errs = append(errs, fmt.Errorf("deleting Job %s of an earlier restart attempt: %w", klog.KObj(job), err))
-			continue
-		}
-		ctrl.LoggerFrom(ctx).V(2).Info("Deleted a Job of an earlier restart attempt", "job", klog.KObj(job), "attempt", attemptOf(job))
-	}
-	return errors.Join(errs...)
 }
 
 // jobsOf returns the Jobs of children.

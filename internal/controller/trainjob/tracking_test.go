@@ -129,3 +129,53 @@ func TestDeletedTrainJobReleasesChildren(t *testing.T) {
 		}
 	})
 }
+
+// The runtime template's ttlSecondsAfterFinished keeps its JobSet meaning:
+// the TrainJob's Jobs go that long after it finishes; the TrainJob and its
+// status stay.
+func TestJobsGoAtTheRuntimesTTL(t *testing.T) {
+	spec := utiltesting.MakeRuntimeSpec().Torch()
+	spec.Template.Spec.TTLSecondsAfterFinished = ptr.To[int32](60)
+	f := newFixture(t, nil, utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").Obj(), spec.ClusterRuntime("torch-distributed"))
+	if err := f.reconcile(t, "tj"); err != nil {
+		t.Fatalf("Reconcile: %v", err)
+	}
+	if got := f.trainJob(t, "tj").Status.JobsTTLSecondsAfterFinished; ptr.Deref(got, -1) != 60 {
+		t.Fatalf("jobsTTLSecondsAfterFinished %v, want the runtime's 60 pinned with the first Jobs", got)
+	}
+	f.setJob(t, "tj-node-0", func(w *utiltesting.JobWrapper) *utiltesting.JobWrapper { return w.Succeeded(now) })
+	if err := f.reconcile(t, "tj"); err != nil {
+		t.Fatalf("Reconcile: %v", err)
+	}
+	finished := f.trainJob(t, "tj").FinishedCondition()
+	if finished == nil {
+		t.Fatal("not finished")
+	}
+
+	f.clock.Step(59 * time.Second)
+	res, err := f.reconcileResult(t, "tj")
+	if err != nil {
+		t.Fatalf("Reconcile: %v", err)
+	}
+	if len(f.jobs(t)) != 1 {
+		t.Fatalf("Jobs %v before the runtime's TTL, want tj-node-0", jobStates(f.jobs(t)))
+	}
+	if res.RequeueAfter <= 0 || res.RequeueAfter > time.Second {
+		t.Errorf("RequeueAfter = %v, want the second left to the runtime's TTL", res.RequeueAfter)
+	}
+
+	f.clock.Step(time.Second)
+	if err := f.reconcile(t, "tj"); err != nil {
+		t.Fatalf("Reconcile: %v", err)
+	}
+	if jobs := f.jobs(t); len(jobs) != 0 {
+		t.Errorf("Jobs %v after the runtime's TTL, want none", jobStates(jobs))
+	}
+	tj := f.trainJob(t, "tj")
+	if c := tj.FinishedCondition(); c == nil || c.Type != trainer.TrainJobComplete || !c.LastTransitionTime.Equal(&finished.LastTransitionTime) {
+		t.Errorf("TrainJob finished %+v, want it Complete as before", c)
+	}
+	if len(tj.Status.JobsStatus) != 1 || tj.Status.JobsStatus[0].Succeeded != 1 {
+		t.Errorf("jobsStatus %+v, want the succeeded Job still counted", tj.Status.JobsStatus)
+	}
+}

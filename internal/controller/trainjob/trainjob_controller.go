@@ -270,7 +270,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return res, err
 	}
 	errs = append(errs, r.act(ctx, stored, obs, d))
-	return r.result(ctx, key, deadline, d.retryAfter, errors.Join(errs...))
+	retryAfter := d.retryAfter
+	if due, ok := lifecycle.JobsExpiry(stored); ok && len(d.children) > 0 {
+		// Back when the runtime's ttlSecondsAfterFinished has its Jobs go.
+		if wait := due.Sub(r.clock.Now()); wait > 0 && (retryAfter == 0 || wait < retryAfter) {
+			retryAfter = wait
+		}
+	}
+	return r.result(ctx, key, deadline, retryAfter, errors.Join(errs...))
 }
 
 // act does what follows from the stored TrainJob: the children of a
@@ -289,13 +296,19 @@ func (r *Reconciler) act(ctx context.Context, stored *trainer.TrainJob, obs *obs
 	}
 	// The Jobs of earlier attempts go, the TrainJob running or not: their
 	// outcomes no longer count.
-	errs = append(errs, r.deletePrevious(ctx, previous))
+	errs = append(errs, r.deleteJobs(ctx, previous, "of an earlier restart attempt"))
 	finished, _ := lifecycle.IsFinished(stored)
 	if finished {
 		// No Pod of the TrainJob needs its Service's DNS names any more.
 		errs = append(errs, r.stopChildren(ctx, d.children), r.deleteService(ctx, stored, obs.service))
 	}
-	return errors.Join(append(errs, r.releaseRecorded(ctx, &stored.Status, d.children, finished))...)
+	errs = append(errs, r.releaseRecorded(ctx, &stored.Status, d.children, finished))
+	if due, ok := lifecycle.JobsExpiry(stored); ok && !r.clock.Now().Before(due) {
+		// As a JobSet's ttlSecondsAfterFinished: the TrainJob and its
+		// status stay.
+		errs = append(errs, r.deleteJobs(ctx, jobsOf(d.children), "past the runtime's ttlSecondsAfterFinished"))
+	}
+	return errors.Join(errs...)
 }
 
 // result is what a reconcile returns: a requeue exactly at the active
