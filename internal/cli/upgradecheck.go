@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -245,37 +246,11 @@ func decode(obj *unstructured.Unstructured, into runtime.Object) ([]string, erro
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, into); err != nil {
 		return nil, err
 	}
-	back, err := runtime.DefaultUnstructuredConverter.ToUnstructured(into)
-	if err != nil {
-		return nil, err
-	}
 	var dropped []string
-	missing(obj.Object["spec"], back["spec"], "spec", &dropped)
-	return dropped, nil
-}
-
-// missing appends the paths of the fields of have that want lacks.
-func missing(have, want any, path string, out *[]string) {
-	switch h := have.(type) {
-	case map[string]any:
-		w, _ := want.(map[string]any)
-		for _, k := range slices.Sorted(maps.Keys(h)) {
-			if _, ok := w[k]; !ok {
-				if h[k] != nil {
-					*out = append(*out, path+"."+k)
-				}
-				continue
-			}
-			missing(h[k], w[k], path+"."+k, out)
-		}
-	case []any:
-		w, _ := want.([]any)
-		for i := range h {
-			if i < len(w) {
-				missing(h[i], w[i], fmt.Sprintf("%s[%d]", path, i), out)
-			}
-		}
+	if spec, ok := jsonFields(reflect.TypeOf(into).Elem())["spec"]; ok {
+		unknownFields(obj.Object["spec"], spec, "spec", &dropped)
 	}
+	return dropped, nil
 }
 
 func droppedNote(dropped []string) string {

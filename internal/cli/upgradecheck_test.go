@@ -21,6 +21,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
@@ -78,5 +79,85 @@ status: {whatever: 1}
 	}
 	if rt.Spec.MLPolicy == nil || rt.Spec.MLPolicy.NumNodes == nil || *rt.Spec.MLPolicy.NumNodes != 2 {
 		t.Errorf("the fields it has are not read: %+v", rt.Spec.MLPolicy)
+	}
+}
+
+// A field of the API written with its zero value (maxRestarts: 0, an empty
+// map or list, an empty string) is in the API, however the typed object
+// would write it back: it is not reported as dropped, and a field the API
+// lacks next to it still is.
+func TestDecodeKeepsZeroValues(t *testing.T) {
+	cases := map[string]struct {
+		obj         string
+		into        func() runtime.Object
+		wantDropped []string
+	}{
+		"runtime": {
+			obj: `
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainingRuntime
+metadata: {name: zero, namespace: ns}
+spec:
+  mlPolicy: {numNodes: 1}
+  template:
+    metadata: {labels: {}, annotations: {}}
+    spec:
+      failurePolicy: {maxRestarts: 0, rules: []}
+      network: {subdomain: ""}
+      replicatedJobs:
+        - name: node
+          replicas: 1
+          dependsOn: []
+          template:
+            metadata: {labels: {}}
+            spec:
+              template:
+                metadata: {labels: {}, generateName: x-}
+                spec:
+                  nodeSelector: {}
+                  containers:
+                    - name: node
+                      image: busybox
+                      args: []
+                      env: []
+                      resources: {limits: {}}
+`,
+			into: func() runtime.Object { return &trainer.TrainingRuntime{} },
+			// generateName is in ObjectMeta, but the CRD keeps only
+			// name, namespace, labels, annotations and finalizers of
+			// an embedded one.
+			wantDropped: []string{"spec.template.spec.replicatedJobs[0].template.spec.template.metadata.generateName"},
+		},
+		"TrainJob": {
+			obj: `
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata: {name: zero, namespace: ns}
+spec:
+  runtimeRef: {name: torch-distributed}
+  labels: {}
+  annotations: {}
+  suspend: false
+  runtimePatches: []
+  trainer: {command: [], args: [], env: [], numNodes: 1, notATrainerField: 0}
+`,
+			into:        func() runtime.Object { return &trainer.TrainJob{} },
+			wantDropped: []string{"spec.trainer.notATrainerField"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var obj unstructured.Unstructured
+			if err := yaml.Unmarshal([]byte(tc.obj), &obj.Object); err != nil {
+				t.Fatal(err)
+			}
+			dropped, err := decode(&obj, tc.into())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.wantDropped, dropped); diff != "" {
+				t.Errorf("dropped fields (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
