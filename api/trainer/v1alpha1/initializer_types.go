@@ -52,7 +52,7 @@ type Initializer struct {
 type DatasetInitializer struct {
 	// storageUri is where to download the dataset from (STORAGE_URI), such
 	// as hf://tatsu-lab/alpaca or s3://bucket/path; it may be empty.
-	// +kubebuilder:validation:XValidation:rule="size(self) == 0 || self.matches('^[A-Za-z][A-Za-z0-9+.-]*://.+$')",message="storageUri may be empty, or it must be a valid URI (scheme://...)"
+	// +kubebuilder:validation:XValidation:rule="self == '' || self.matches('^[A-Za-z][A-Za-z0-9+.-]*://.+$')",message="storageUri may be empty, or it must be a valid URI (scheme://...)"
 	// +kubebuilder:validation:MaxLength=2048
 	// +optional
 	StorageUri *string `json:"storageUri,omitempty"` //nolint:revive // Kubeflow's name
@@ -76,7 +76,7 @@ type DatasetInitializer struct {
 type ModelInitializer struct {
 	// storageUri is where to download the model from (STORAGE_URI), such as
 	// hf://meta-llama/Llama-3.2-1B-Instruct; it may be empty.
-	// +kubebuilder:validation:XValidation:rule="size(self) == 0 || self.matches('^[A-Za-z][A-Za-z0-9+.-]*://.+$')",message="storageUri may be empty, or it must be a valid URI (scheme://...)"
+	// +kubebuilder:validation:XValidation:rule="self == '' || self.matches('^[A-Za-z][A-Za-z0-9+.-]*://.+$')",message="storageUri may be empty, or it must be a valid URI (scheme://...)"
 	// +kubebuilder:validation:MaxLength=2048
 	// +optional
 	StorageUri *string `json:"storageUri,omitempty"` //nolint:revive // Kubeflow's name

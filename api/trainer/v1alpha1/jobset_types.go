@@ -282,12 +282,13 @@ type VolumeRetentionPolicy struct {
 // <name>-<trainjob>, created before the TrainJob's Jobs; every container (or
 // init container) of a Job that mounts a volume named <name> gets the
 // claim as that volume.
+//
+// +kubebuilder:validation:XValidation:rule="self.templates.all(t, !has(t.metadata.namespace) || size(t.metadata.namespace) == 0)",fieldPath=".templates",message="namespace cannot be set for volumeClaimPolicies templates: the claims are made in the TrainJob's namespace"
 type VolumeClaimPolicy struct {
 	// templates of the claims. Each must ask for storage.
 	// +listType=atomic
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=50
-	// +kubebuilder:validation:XValidation:rule="self.all(t, !has(t.metadata.namespace) || size(t.metadata.namespace) == 0)",message="namespace cannot be set for volumeClaimPolicies templates: the claims are made in the TrainJob's namespace"
 	// +kubebuilder:validation:XValidation:rule="self.all(t, has(t.metadata.name) && size(t.metadata.name) > 0)",message="each volumeClaimPolicies template needs metadata.name: the name of the volume the containers mount"
 	// +kubebuilder:validation:XValidation:rule="self.all(t, has(t.spec.resources) && has(t.spec.resources.requests) && 'storage' in t.spec.resources.requests)",message="each volumeClaimPolicies template must request storage (spec.resources.requests.storage)"
 	// +required
