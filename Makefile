@@ -69,7 +69,7 @@ manifests: ## Generate CRDs, RBAC and webhook configuration from markers, and th
 		output:rbac:artifacts:config=config/rbac \
 		output:webhook:artifacts:config=config/webhook
 	@hack/build-tools.sh kubectl >/dev/null
-	$(BIN)/kubectl kustomize config/default | go run ./hack/chartgen charts/trainjob-operator
+	{ $(BIN)/kubectl kustomize config/default; echo ---; $(BIN)/kubectl kustomize config/kubeflow-sdk; } | go run ./hack/chartgen charts/trainjob-operator
 
 .PHONY: fmt
 fmt: ## Format the Go code.

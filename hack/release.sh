@@ -6,6 +6,9 @@
 #                       object labelled app.kubernetes.io/version=VERSION
 #   dist/runtimes.yaml  the runtimes alone (config/runtimes), to update them
 #                       apart from the rest
+#   dist/kubeflow-sdk.yaml
+#                       opt-in: the ConfigMap the Kubeflow SDK reads the
+#                       version from (config/kubeflow-sdk), saying VERSION
 #   dist/trainjob-operator-<version>.tgz
 #                       the Helm chart (charts/), of the release's version,
 #                       its default image the release's, by digest
@@ -51,6 +54,28 @@ KUSTOMIZATION
 	echo "# trainjob-operator ${VERSION}: the runtimes (install.yaml has them too)."
 	"${kubectl}" kustomize "${root}/config/runtimes"
 } >"${dist}/runtimes.yaml"
+mkdir "${overlay}/kubeflow-sdk"
+cat >"${overlay}/kubeflow-sdk/kustomization.yaml" <<KUSTOMIZATION
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+  - ../../config/kubeflow-sdk
+configMapGenerator:
+  - name: kubeflow-trainer-public
+    namespace: kubeflow-system
+    behavior: merge
+    literals:
+      - kubeflow_trainer_version=${VERSION}
+    options:
+      disableNameSuffixHash: true
+labels:
+  - pairs:
+      app.kubernetes.io/version: ${VERSION}
+KUSTOMIZATION
+{
+	echo "# trainjob-operator ${VERSION}, opt-in: the ConfigMap the Kubeflow SDK reads the version from."
+	"${kubectl}" kustomize "${overlay}/kubeflow-sdk"
+} >"${dist}/kubeflow-sdk.yaml"
 # The chart, versioned (SemVer without the v) and naming the image.
 chart="${overlay}/trainjob-operator"
 cp -R "${root}/charts/trainjob-operator" "${chart}"
@@ -62,4 +87,4 @@ edit() { # file, sed expressions...
 edit "${chart}/Chart.yaml" -e "s|^version: .*|version: \"${VERSION#v}\"|" -e "s|^appVersion: .*|appVersion: \"${VERSION}\"|"
 edit "${chart}/values.yaml" -e "s|^  repository: .*|  repository: ${IMAGE_REPO}|" -e "s|^  digest: .*|  digest: \"${digest}\"|"
 "${HELM:-${root}/bin/helm}" package "${chart}" --destination "${dist}" >/dev/null
-echo "release: ${VERSION}: ${dist}/install.yaml, ${dist}/runtimes.yaml, ${dist}/trainjob-operator-${VERSION#v}.tgz (image ${IMAGE_REPO}@${digest})"
+echo "release: ${VERSION}: ${dist}/install.yaml, ${dist}/runtimes.yaml, ${dist}/kubeflow-sdk.yaml, ${dist}/trainjob-operator-${VERSION#v}.tgz (image ${IMAGE_REPO}@${digest})"

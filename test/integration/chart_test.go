@@ -86,7 +86,7 @@ func comparable(t *testing.T, u unstructured.Unstructured) unstructured.Unstruct
 			t.Fatal(err)
 		}
 	}
-	if u.GetKind() == "ConfigMap" {
+	if u.GetKind() == "ConfigMap" && u.GetName() == "trainjob-operator-config" {
 		text, _, _ := unstructured.NestedString(u.Object, "data", "config.yaml")
 		var decoded map[string]any
 		if err := yaml.Unmarshal([]byte(text), &decoded); err != nil {
@@ -132,16 +132,87 @@ func TestChartMatchesConfigDefault(t *testing.T) {
 		t.Errorf("the chart's objects differ from config/default's (-kustomize +helm):\n%s", diff)
 	}
 
-	system := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "trainjob-system"}}
-	if err := k8s.Create(context.Background(), system); client.IgnoreAlreadyExists(err) != nil {
-		t.Fatal(err)
+	ensureNamespaces(t, "trainjob-system")
+	applyChartDryRun(t, "--include-crds")
+}
+
+// ensureNamespaces creates the namespaces that do not exist, for manifests
+// that name them.
+func ensureNamespaces(t *testing.T, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		if err := k8s.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); client.IgnoreAlreadyExists(err) != nil {
+			t.Fatal(err)
+		}
 	}
+}
+
+// applyChartDryRun applies the chart, rendered into trainjob-system with
+// args, to the API server in a dry run.
+func applyChartDryRun(t *testing.T, args ...string) {
+	t.Helper()
 	manifest := filepath.Join(t.TempDir(), "chart.yaml")
-	if err := os.WriteFile(manifest, []byte(helm(t, "template", "trainjob-operator", chartDir(), "--namespace", "trainjob-system", "--include-crds")), 0o644); err != nil {
+	rendered := helm(t, append([]string{"template", "trainjob-operator", chartDir(), "--namespace", "trainjob-system"}, args...)...)
+	if err := os.WriteFile(manifest, []byte(rendered), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if out, err := kubectl(t, "apply", "--server-side", "--dry-run=server", "-f", manifest); err != nil {
-		t.Errorf("kubectl apply the chart: %v\n%s", err, out)
+		t.Errorf("kubectl apply the chart (%s): %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+// kubeflowSDKValue is the chart's value that installs config/kubeflow-sdk.
+const kubeflowSDKValue = "kubeflowSDK.publicConfigMap"
+
+// The Kubeflow SDK's ConfigMap and the RBAC to read it are the chart's only
+// when asked for: then they are config/kubeflow-sdk's, modulo the chart's
+// labels (the version both write is the chart's appVersion), and apply;
+// the version, the namespace and whether the chart makes it are values.
+func TestChartKubeflowSDKConfigMap(t *testing.T) {
+	inSDKNamespace := func(u unstructured.Unstructured) bool {
+		return u.GetNamespace() == "kubeflow-system" || u.GetKind() == "Namespace" && u.GetName() == "kubeflow-system"
+	}
+	if objs := helmTemplate(t, "trainjob-system"); slices.ContainsFunc(objs, inSDKNamespace) || find(objs, "ConfigMap", "kubeflow-trainer-public") != nil {
+		t.Error("the chart's defaults install the Kubeflow SDK's ConfigMap or objects in kubeflow-system: it is opt-in")
+	}
+
+	source, err := kubectl(t, "kustomize", filepath.Join(repoRoot, "config", "kubeflow-sdk"))
+	if err != nil {
+		t.Fatalf("kubectl kustomize config/kubeflow-sdk: %v\n%s", err, source)
+	}
+	want := map[string]unstructured.Unstructured{}
+	for _, u := range decodeObjects(t, source) {
+		want[objectKey(u)] = comparable(t, u)
+	}
+	got := map[string]unstructured.Unstructured{}
+	for _, u := range helmTemplate(t, "trainjob-system", "--set", kubeflowSDKValue+".enabled=true") {
+		if inSDKNamespace(u) {
+			got[objectKey(u)] = comparable(t, u)
+		}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("the chart's Kubeflow SDK objects differ from config/kubeflow-sdk's (-kustomize +helm):\n%s", diff)
+	}
+	ensureNamespaces(t, "kubeflow-system")
+	applyChartDryRun(t, "--show-only", "templates/kubeflow-sdk.yaml", "--set", kubeflowSDKValue+".enabled=true")
+
+	objs := helmTemplate(t, "trainjob-system", "--set", kubeflowSDKValue+".enabled=true",
+		"--set", kubeflowSDKValue+".version=v2.3.0", "--set", kubeflowSDKValue+".namespace=ml-platform",
+		"--set", kubeflowSDKValue+".createNamespace=false")
+	cm := find(objs, "ConfigMap", "kubeflow-trainer-public")
+	if cm == nil {
+		t.Fatal("no ConfigMap kubeflow-trainer-public")
+	}
+	if got := nested(cm, "data", "kubeflow_trainer_version"); got != "v2.3.0" {
+		t.Errorf("kubeflow_trainer_version = %v, want the value v2.3.0", got)
+	}
+	for _, kind := range []string{"ConfigMap", "Role", "RoleBinding"} {
+		if u := find(objs, kind, "kubeflow-trainer-public"); u == nil || u.GetNamespace() != "ml-platform" {
+			t.Errorf("%s kubeflow-trainer-public is not in the namespace of the value, ml-platform", kind)
+		}
+	}
+	if find(objs, "Namespace", "ml-platform") != nil {
+		t.Error("the chart makes the namespace with createNamespace=false")
 	}
 }
 

@@ -259,10 +259,7 @@ func TestSchemaRejectsWhatItCannotRun(t *testing.T) {
 // The manifests the project ships apply to the API server as they are.
 func TestShippedManifestsApply(t *testing.T) {
 	ns := newNamespace(t)
-	system := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "trainjob-system"}}
-	if err := k8s.Create(context.Background(), system); client.IgnoreAlreadyExists(err) != nil {
-		t.Fatal(err)
-	}
+	ensureNamespaces(t, "trainjob-system")
 	for _, dir := range []string{"config/crd", "config/rbac", "config/runtimes", "config/default"} {
 		if out, err := kubectl(t, "apply", "--server-side", "--dry-run=server", "-k", filepath.Join(repoRoot, dir)); err != nil {
 			t.Errorf("kubectl apply -k %s: %v\n%s", dir, err, out)

@@ -155,11 +155,22 @@ func TestReleaseManifests(t *testing.T) {
 		t.Errorf("the chart's version label %q, want %s", got, version)
 	}
 
-	system := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "trainjob-system"}}
-	if err := k8s.Create(context.Background(), system); client.IgnoreAlreadyExists(err) != nil {
+	// The Kubeflow SDK's ConfigMap, opt-in, says the release's version, in
+	// the release's manifest as in its chart.
+	sdk, err := os.ReadFile(filepath.Join(dist, "kubeflow-sdk.yaml"))
+	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{"install.yaml", "runtimes.yaml"} {
+	chartSDK := decodeObjects(t, helm(t, "template", "trainjob-operator", pkg, "--namespace", "trainjob-system",
+		"--set", kubeflowSDKValue+".enabled=true", "--show-only", "templates/kubeflow-sdk.yaml"))
+	for what, objs := range map[string][]unstructured.Unstructured{"kubeflow-sdk.yaml": decodeObjects(t, string(sdk)), "the chart": chartSDK} {
+		if got := nested(find(objs, "ConfigMap", "kubeflow-trainer-public"), "data", "kubeflow_trainer_version"); got != version {
+			t.Errorf("%s: kubeflow_trainer_version = %v, want %s", what, got, version)
+		}
+	}
+
+	ensureNamespaces(t, "trainjob-system", "kubeflow-system")
+	for _, f := range []string{"install.yaml", "runtimes.yaml", "kubeflow-sdk.yaml"} {
 		if out, err := kubectl(t, "apply", "--server-side", "--dry-run=server", "-f", filepath.Join(dist, f)); err != nil {
 			t.Errorf("kubectl apply -f %s: %v\n%s", f, err, out)
 		}

@@ -23,11 +23,15 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 The objects of a file hack/chartgen wrote from config/ (list $ "files/x.yaml"),
 in the release's namespace, with the chart's labels; the webhook
 configurations get cert-manager's CA injection when it makes the
-certificate.
+certificate. (list $ "files/x.yaml" "from" "to") moves the file's objects
+from namespace "from" to "to" instead.
 */}}
 {{- define "trainjob-operator.fromFile" -}}
 {{- $root := index . 0 -}}
-{{- $content := $root.Files.Get (index . 1) | replace "namespace: trainjob-system" (printf "namespace: %s" $root.Release.Namespace) -}}
+{{- $from := "trainjob-system" -}}
+{{- $to := $root.Release.Namespace -}}
+{{- if gt (len .) 2 }}{{ $from = index . 2 }}{{ $to = index . 3 }}{{ end -}}
+{{- $content := $root.Files.Get (index . 1) | replace (printf "namespace: %s" $from) (printf "namespace: %s" $to) -}}
 {{- $labels := include "trainjob-operator.labels" $root | fromYaml -}}
 {{- range $doc := splitList "\n---\n" $content }}
 {{- $obj := fromYaml $doc }}
