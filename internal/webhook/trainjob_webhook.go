@@ -64,6 +64,10 @@ const (
 type TrainJobValidator struct {
 	// reader reads the runtimes a TrainJob references.
 	reader client.Reader
+	// apiReader reads from the API server a runtime reader did not find:
+	// reader is the manager's cache, which may not have seen a runtime
+	// applied a moment before (with its TrainJobs, in one file).
+	apiReader client.Reader
 	// jobs asks the API server, with dry-run creations, whether it would
 	// accept the Jobs of a new TrainJob.
 	jobs client.Writer
@@ -86,6 +90,7 @@ func (v *TrainJobValidator) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &trainer.TrainJob{}, dashPrefixIndex, dashPrefixesOf); err != nil {
 		return fmt.Errorf("indexing TrainJobs by %s: %w", dashPrefixIndex, err)
 	}
+	v.apiReader = mgr.GetAPIReader()
 	return ctrl.NewWebhookManagedBy(mgr, &trainer.TrainJob{}).WithValidator(v).Complete()
 }
 
@@ -217,6 +222,9 @@ func (v *TrainJobValidator) plan(ctx context.Context, tj *trainer.TrainJob) (job
 		return jobplan.Runtime{}, nil, nil, nil
 	}
 	rt, err := jobplan.Resolve(ctx, v.reader, tj)
+	if apierrors.IsNotFound(err) && v.apiReader != nil {
+		rt, err = jobplan.Resolve(ctx, v.apiReader, tj)
+	}
 	switch {
 	case apierrors.IsNotFound(err):
 		return rt, nil, admission.Warnings{fmt.Sprintf("spec.runtimeRef: %s %q does not exist%s; the TrainJob will wait until it does", rt.Kind, rt.Name, rt.Where(tj))}, nil

@@ -434,3 +434,23 @@ func TestValidateCreateRefusesCollidingJobNames(t *testing.T) {
 		})
 	}
 }
+
+// A runtime and its TrainJob applied together (one file, one kubectl
+// apply): the manager's cache may not have the runtime yet when the
+// TrainJob is admitted. It is read from the API server before the
+// TrainJob is said to wait for a runtime that does not exist.
+func TestRuntimeTheCacheHasNotSeenYet(t *testing.T) {
+	rt := utiltesting.MakeRuntimeSpec().Torch().Runtime("fresh", "ns")
+	api := fakeClient(t, nil, rt)
+	v := NewTrainJobValidator(fakeClient(t, nil), api)
+	v.apiReader = api
+	warnings, err := v.ValidateCreate(context.Background(), utiltesting.MakeTrainJob("tj", "ns").RuntimeRef(trainer.TrainingRuntimeKind, "fresh").Obj())
+	if err != nil {
+		t.Fatalf("ValidateCreate: %v", err)
+	}
+	for _, w := range warnings {
+		if strings.Contains(w, "does not exist") {
+			t.Errorf("warning %q for a runtime the API server has", w)
+		}
+	}
+}
