@@ -193,7 +193,9 @@ spec:
 	}
 	waitCondition(t, ns, "gang", trainer.TrainJobComplete, trainer.TrainJobJobsCompletedReason)
 
-	// Suspended, then resumed after the runtime changed.
+	// Created suspended (queued), then resumed after the runtime changed:
+	// it runs on the runtime as it was when its Jobs were made (its
+	// snapshot), so its PodGroup keeps that runtime's timeout.
 	create(t, trainJob("later", ns, 5*time.Second).RuntimeRef(trainer.TrainingRuntimeKind, "torch-gang").NumNodes(2).Suspend(true).Obj())
 	eventually(t, "the suspended TrainJob's Jobs and PodGroup to be made", func() error {
 		if len(jobsOf(t, ns, "later")) != 1 {
@@ -206,16 +208,14 @@ spec:
 		t.Fatalf("%v\n%s", err, out)
 	}
 	patchSuspend(t, ns, "later", false)
-	eventually(t, "the PodGroup to follow the runtime on resume", func() error {
-		pg, err := podGroup(ns, "later")
-		if err != nil {
-			return err
-		}
-		if v, _, _ := unstructured.NestedInt64(pg.Object, "spec", "scheduleTimeoutSeconds"); v != 90 {
-			return fmt.Errorf("scheduleTimeoutSeconds %d", v)
-		}
-		return nil
-	})
+	waitRunning(t, ns, "later", 2)
+	pg, err = podGroup(ns, "later")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _, _ := unstructured.NestedInt64(pg.Object, "spec", "scheduleTimeoutSeconds"); v != 30 {
+		t.Errorf("PodGroup scheduleTimeoutSeconds %d after the resume, want the 30 of the runtime the TrainJob started with", v)
+	}
 	waitCondition(t, ns, "later", trainer.TrainJobComplete, trainer.TrainJobJobsCompletedReason)
 }
 

@@ -183,6 +183,7 @@ func TestKEP2899ExampleRunsAndIsCleanedUp(t *testing.T) {
 	ns := newNamespace(t)
 	sdk := followSDKStatus(t, ns, "my-training")
 	create(t, trainJob("my-training", ns, 8*time.Second).NumNodes(2).TTL(5).Deadline(60).Obj())
+	sdk.poll(context.Background())
 
 	running := waitRunning(t, ns, "my-training", 2)
 	// kubectl's State column says so too.
@@ -231,6 +232,7 @@ func TestDeadlineStopsALongTrainJob(t *testing.T) {
 	ns := newNamespace(t)
 	sdk := followSDKStatus(t, ns, "long")
 	create(t, trainJob("long", ns, 10*time.Minute).NumNodes(2).Deadline(10).Obj())
+	sdk.poll(context.Background())
 	waitRunning(t, ns, "long", 2)
 
 	tj := waitCondition(t, ns, "long", trainer.TrainJobFailed, trainer.TrainJobDeadlineExceededReason)
@@ -250,6 +252,7 @@ func TestSuspendAndResume(t *testing.T) {
 	ns := newNamespace(t)
 	sdk := followSDKStatus(t, ns, "tj")
 	create(t, trainJob("tj", ns, 15*time.Second).NumNodes(2).Deadline(20).Obj())
+	sdk.poll(context.Background())
 	first := waitRunning(t, ns, "tj", 2)
 	tj, err := getTrainJob(ns, "tj")
 	if err != nil || tj.Status.StartTime == nil {
@@ -309,9 +312,9 @@ func TestSuspendAndResume(t *testing.T) {
 
 // wantSDKStates stops following a TrainJob as the Kubeflow SDK reads it,
 // and fails the test unless the SDK read want, in that order.
-func wantSDKStates(t *testing.T, stop func() []string, want ...string) {
+func wantSDKStates(t *testing.T, sdk *sdkFollower, want ...string) {
 	t.Helper()
-	if diff := cmp.Diff(want, stop()); diff != "" {
+	if diff := cmp.Diff(want, sdk.stop()); diff != "" {
 		t.Errorf("states the Kubeflow SDK read (-want +got):\n%s", diff)
 	}
 }
@@ -338,7 +341,7 @@ func TestFailingPodFailsTheTrainJob(t *testing.T) {
 	tj := waitCondition(t, ns, "tj", trainer.TrainJobFailed, trainer.TrainJobJobFailedReason)
 	// Whether both Pods were seen running before the first failed is up
 	// to timing; that the SDK reads Failed, never Complete, is not.
-	if states := sdk(); len(states) == 0 || states[len(states)-1] != utiltesting.SDKFailed || slices.Contains(states, utiltesting.SDKComplete) {
+	if states := sdk.stop(); len(states) == 0 || states[len(states)-1] != utiltesting.SDKFailed || slices.Contains(states, utiltesting.SDKComplete) {
 		t.Errorf("the Kubeflow SDK read %v, want it to end Failed", states)
 	}
 	t.Logf("failed: %s", tj.FinishedCondition().Message)

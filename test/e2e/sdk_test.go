@@ -35,29 +35,31 @@ import (
 // more often sees every state a poll could.
 const sdkPollInterval = 200 * time.Millisecond
 
-// followSDKStatus reads the TrainJob as the Kubeflow SDK's get_job does
-// (utiltesting.KubeflowSDKStatus), from now until stop is called, and stop
-// returns the states it read, in order, each once per stretch. Call it
+// sdkFollower reads a TrainJob as the Kubeflow SDK's get_job does
+// (utiltesting.KubeflowSDKStatus), every sdkPollInterval and whenever poll
+// is called, and keeps the states it read, in order, each once per stretch.
+type sdkFollower struct {
+	ns, name string
+	cancel   context.CancelFunc
+	done     chan struct{}
+
+	mu   sync.Mutex
+	seen []string
+}
+
+// followSDKStatus starts following the TrainJob; stop ends it. Call it
 // before the TrainJob is created; reads of a TrainJob that does not exist
 // (yet, or any more) are skipped.
-func followSDKStatus(t *testing.T, ns, name string) (stop func() []string) {
+func followSDKStatus(t *testing.T, ns, name string) *sdkFollower {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	var mu sync.Mutex
-	var seen []string
-	done := make(chan struct{})
+	f := &sdkFollower{ns: ns, name: name, cancel: cancel, done: make(chan struct{})}
 	go func() {
-		defer close(done)
+		defer close(f.done)
 		tick := time.NewTicker(sdkPollInterval)
 		defer tick.Stop()
 		for {
-			if state, ok := sdkStatus(ctx, ns, name); ok {
-				mu.Lock()
-				if len(seen) == 0 || seen[len(seen)-1] != state {
-					seen = append(seen, state)
-				}
-				mu.Unlock()
-			}
+			f.poll(ctx)
 			select {
 			case <-ctx.Done():
 				return
@@ -65,21 +67,32 @@ func followSDKStatus(t *testing.T, ns, name string) (stop func() []string) {
 			}
 		}
 	}()
-	stopped := false
-	t.Cleanup(func() {
-		if !stopped {
-			cancel()
-			<-done
-		}
-	})
-	return func() []string {
-		stopped = true
-		cancel()
-		<-done
-		mu.Lock()
-		defer mu.Unlock()
-		return slices.Clone(seen)
+	t.Cleanup(func() { f.stop() })
+	return f
+}
+
+// poll reads the TrainJob once and records its state. Called right after
+// the TrainJob is created, it reads it before its Pods can run: a poll
+// interval is longer than a simulated Pod takes to start.
+func (f *sdkFollower) poll(ctx context.Context) {
+	state, ok := sdkStatus(ctx, f.ns, f.name)
+	if !ok {
+		return
 	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.seen) == 0 || f.seen[len(f.seen)-1] != state {
+		f.seen = append(f.seen, state)
+	}
+}
+
+// stop ends the following and returns the states read.
+func (f *sdkFollower) stop() []string {
+	f.cancel()
+	<-f.done
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.seen)
 }
 
 // sdkStatus is the TrainJob's state as the Kubeflow SDK reads it, and false
