@@ -17,6 +17,7 @@ limitations under the License.
 package trainjob
 
 import (
+	"slices"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -57,6 +58,9 @@ type decision struct {
 	// previous are the children of the attempt before a restart decided
 	// here.
 	previous []*batchv1.Job
+	// earlier are the Jobs of earlier restart attempts observed, still
+	// being deleted.
+	earlier []*batchv1.Job
 }
 
 // createdMessage is the message of the event of Jobs created by this
@@ -76,7 +80,7 @@ func (d *decision) running() bool { return !d.finished && !d.deleting }
 // finished or went away, decides whether the TrainJob finished, and, while
 // it runs, what to create.
 func decide(tj *trainer.TrainJob, obs *observed, now metav1.Time) *decision {
-	d := &decision{next: tj.DeepCopy(), deleting: tj.DeletionTimestamp != nil, children: obs.children}
+	d := &decision{next: tj.DeepCopy(), deleting: tj.DeletionTimestamp != nil, children: obs.children, earlier: obs.previous}
 	if d.deleting {
 		return d
 	}
@@ -122,7 +126,7 @@ func (d *decision) settle(now metav1.Time) error {
 	if d.running() {
 		d.children = append(d.children[:len(d.children):len(d.children)], d.create.created...)
 		d.retryAfter, err = settleCreated(d.next, d.create, now)
-		decideSuspend(d.next, d.children, now)
+		decideSuspend(d.next, d.children, append(slices.Clip(d.earlier), d.previous...), now)
 		// decide failed the TrainJob if its deadline had passed.
 		_, d.deadline = activeDeadline(d.next, now.Time)
 	}

@@ -194,11 +194,12 @@ func (r *Reconciler) setJobSuspend(ctx context.Context, job *batchv1.Job, suspen
 }
 
 // decideSuspend keeps the Suspended condition of a running TrainJob, from
-// its children as followSuspend left them. A suspended TrainJob is
-// Suspended once no Job it created has a Pod left: the Jobs of replicated
-// Jobs still waiting to be created (later stages, a restart's new attempt)
-// have none, and one that created nothing yet is Suspended at once.
-func decideSuspend(tj *trainer.TrainJob, children []child, now metav1.Time) {
+// its children as followSuspend left them, and the Jobs of earlier restart
+// attempts, still being deleted. A suspended TrainJob is Suspended once no
+// Job it created has a Pod left: the Jobs of replicated Jobs still waiting
+// to be created (later stages, a restart's new attempt) have none, and one
+// that created nothing yet is Suspended at once.
+func decideSuspend(tj *trainer.TrainJob, children []child, earlier []*batchv1.Job, now metav1.Time) {
 	if !ptr.Deref(tj.Spec.Suspend, false) {
 		return
 	}
@@ -217,6 +218,11 @@ func decideSuspend(tj *trainer.TrainJob, children []child, now metav1.Time) {
 	}
 	for _, c := range children {
 		if o, _ := jobOutcome(c.job); o == running && c.job.DeletionTimestamp == nil && !suspendedWithoutPods(c.job) {
+			left++
+		}
+	}
+	for _, job := range earlier {
+		if job.Status.Active > 0 || ptr.Deref(job.Status.Terminating, 0) > 0 {
 			left++
 		}
 	}

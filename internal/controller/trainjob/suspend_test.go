@@ -281,3 +281,23 @@ func TestStagedTrainJobSuspendedBeforeItsLaterStages(t *testing.T) {
 		})
 	}
 }
+
+// Suspended while a restart replaces its Jobs: not Suspended while Pods of
+// the attempt before are still going, though the new attempt has no Job
+// yet.
+func TestSuspendedDuringARestart(t *testing.T) {
+	spec := utiltesting.MakeRuntimeSpec().Torch()
+	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").StartTime(earlier).Suspend(true).
+		JobsStatus(trainer.JobStatus{Name: "node", Replicas: 1, Trainer: true, Waiting: true}).Obj()
+	tj.Status.Restarts = 1
+	old := childJob(t, utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").Obj(), spec, 0)
+	old.Finalizers = nil
+	f := newFixture(t, nil, tj, utiltesting.WrapJob(old).Active(2).Obj(), spec.ClusterRuntime("torch-distributed"))
+	if _, err := f.reconcileResult(t, "tj"); err != nil {
+		t.Fatalf("Reconcile: %v", err)
+	}
+	c := meta.FindStatusCondition(f.trainJob(t, "tj").Status.Conditions, trainer.TrainJobSuspended)
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != trainer.TrainJobSuspendingReason {
+		t.Errorf("Suspended = %+v, want False (%s) while the attempt before has Pods", c, trainer.TrainJobSuspendingReason)
+	}
+}
