@@ -17,6 +17,8 @@ limitations under the License.
 package lifecycle
 
 import (
+	"slices"
+
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -27,9 +29,10 @@ import (
 // State is a TrainJob's state in one word, as status.state stores it for
 // kubectl's State column and trainctl shows it: Complete or Failed once
 // finished; Suspended once suspended with no Pod left, Suspending until
-// then; Running once its Jobs were created (its replicated Jobs are in
-// jobsStatus) and none is refused; Created before, or while one cannot be
-// created (Created=False says why).
+// then; Running once Jobs of it were created (a replicated Job in
+// jobsStatus waits no more, or a restart replaces them) and none is
+// refused; Created before, or while one cannot be created (Created=False
+// says why).
 func State(tj *trainer.TrainJob) string {
 	if c := tj.FinishedCondition(); c != nil {
 		if c.Type == trainer.TrainJobFailed {
@@ -50,7 +53,7 @@ func State(tj *trainer.TrainJob) string {
 		}
 		return trainer.TrainJobStateCreated
 	}
-	if len(tj.Status.JobsStatus) > 0 {
+	if tj.Status.Restarts > 0 || slices.ContainsFunc(tj.Status.JobsStatus, func(js trainer.JobStatus) bool { return !js.Waiting }) {
 		return trainer.TrainJobStateRunning
 	}
 	return trainer.TrainJobStateCreated

@@ -58,8 +58,10 @@ func shapePinned(status *trainer.TrainJobStatus) bool {
 }
 
 // pinShape records the replicated Jobs of plan in status, keeping any
-// outcome already recorded.
-func pinShape(status *trainer.TrainJobStatus, plan *jobplan.Plan) {
+// outcome already recorded, and the runtime's policies: anew while no Job
+// was created (repin), as the snapshot made with the first Jobs is;
+// otherwise those pinned first are kept.
+func pinShape(status *trainer.TrainJobStatus, plan *jobplan.Plan, repin bool) {
 	byName := map[string]trainer.JobStatus{}
 	for _, js := range status.JobsStatus {
 		byName[js.Name] = js
@@ -71,16 +73,16 @@ func pinShape(status *trainer.TrainJobStatus, plan *jobplan.Plan) {
 		js.Waiting = js.Waiting || !pinned
 		status.JobsStatus = append(status.JobsStatus, js)
 	}
-	if status.SuccessPolicy == nil {
+	if repin || status.SuccessPolicy == nil {
 		status.SuccessPolicy = plan.Success.DeepCopy()
 	}
-	if status.FailurePolicy == nil {
+	if repin || status.FailurePolicy == nil {
 		status.FailurePolicy = plan.Failure.DeepCopy()
 	}
-	if status.Network == nil {
+	if repin || status.Network == nil {
 		status.Network = plan.Network.DeepCopy()
 	}
-	if status.JobsTTLSecondsAfterFinished == nil {
+	if repin || status.JobsTTLSecondsAfterFinished == nil {
 		status.JobsTTLSecondsAfterFinished = plan.JobsTTL
 	}
 }
@@ -226,7 +228,7 @@ func planCreation(tj *trainer.TrainJob, obs *observed, restarting bool) *creatio
 		return c
 	}
 	if !shapePinned(&tj.Status) || len(obs.children) == 0 {
-		pinShape(&tj.Status, obs.plan)
+		pinShape(&tj.Status, obs.plan, !createdAny(tj, obs))
 	} else if msg := shapeChange(&tj.Status, obs.plan); msg != "" {
 		c.waiting = true
 		c.blocked = &metav1.Condition{

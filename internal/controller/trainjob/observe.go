@@ -68,8 +68,10 @@ type observed struct {
 	plan    *jobplan.Plan
 	blocked *metav1.Condition
 	// runtime is what plan was built from: the TrainJob's snapshot once
-	// it created Jobs and has one, the runtime as it is otherwise.
-	runtime jobplan.Runtime
+	// it created Jobs and has one (fromSnapshot), the runtime as it is
+	// otherwise.
+	runtime      jobplan.Runtime
+	fromSnapshot bool
 	// errs are the reads that failed. The decision is still made on what
 	// was read, so the active deadline is enforced whatever else fails;
 	// the errors are retried.
@@ -109,7 +111,7 @@ func (r *Reconciler) observe(ctx context.Context, tj *trainer.TrainJob) (*observ
 		return obs, nil
 	}
 	var planErr error
-	obs.runtime, obs.plan, obs.blocked, planErr = r.plan(ctx, tj, createdAny(tj, obs))
+	obs.runtime, obs.fromSnapshot, obs.plan, obs.blocked, planErr = r.plan(ctx, tj, createdAny(tj, obs))
 	obs.errs = append(obs.errs, planErr)
 	return obs, nil
 }
@@ -156,6 +158,10 @@ func (r *Reconciler) listChildren(ctx context.Context, tj *trainer.TrainJob) ([]
 // may not have been created yet.
 func (r *Reconciler) lookUpMissing(ctx context.Context, tj *trainer.TrainJob, obs *observed) error {
 	if !shapePinned(&tj.Status) {
+		return nil
+	}
+	if due, ok := lifecycle.JobsExpiry(tj); ok && !r.clock.Now().Before(due) {
+		// The runtime's ttlSecondsAfterFinished deleted them.
 		return nil
 	}
 	for _, m := range missingChildren(&tj.Status, tj.Name, obs.children) {
@@ -217,22 +223,21 @@ func (r *Reconciler) getService(ctx context.Context, tj *trainer.TrainJob) (*cor
 // otherwise. When that is not possible it returns the Created=False
 // condition that says why, and an error only for failures worth
 // retrying.
-func (r *Reconciler) plan(ctx context.Context, tj *trainer.TrainJob, started bool) (jobplan.Runtime, *jobplan.Plan, *metav1.Condition, error) {
-	var rt jobplan.Runtime
+func (r *Reconciler) plan(ctx context.Context, tj *trainer.TrainJob, started bool) (rt jobplan.Runtime, fromSnapshot bool, _ *jobplan.Plan, _ *metav1.Condition, _ error) {
 	if started {
 		snap, err := r.readSnapshot(ctx, tj)
 		if err != nil {
-			return rt, nil, nil, err
+			return rt, false, nil, nil, err
 		}
 		if snap != nil {
-			rt = *snap
+			rt, fromSnapshot = *snap, true
 		}
 	}
-	if rt.Spec == nil {
+	if !fromSnapshot {
 		var err error
 		rt, err = jobplan.Resolve(ctx, r.client, tj)
 		if apierrors.IsNotFound(err) {
-			return rt, nil, &metav1.Condition{
+			return rt, false, nil, &metav1.Condition{
 				Type:    trainer.TrainJobCreated,
 				Status:  metav1.ConditionFalse,
 				Reason:  trainer.TrainJobRuntimeNotFoundReason,
@@ -240,17 +245,30 @@ func (r *Reconciler) plan(ctx context.Context, tj *trainer.TrainJob, started boo
 			}, nil
 		}
 		if err != nil {
-			return rt, nil, nil, fmt.Errorf("reading %s %s: %w", rt.Kind, rt.Name, err)
+			return rt, false, nil, nil, fmt.Errorf("reading %s %s: %w", rt.Kind, rt.Name, err)
 		}
 	}
 	plan, err := jobplan.Build(tj, rt)
 	if err != nil {
-		return rt, nil, &metav1.Condition{
+		return rt, fromSnapshot, nil, &metav1.Condition{
 			Type:    trainer.TrainJobCreated,
 			Status:  metav1.ConditionFalse,
 			Reason:  trainer.TrainJobInvalidRuntimeReason,
 			Message: err.Error(),
 		}, nil
 	}
-	return rt, plan, nil, nil
+	return rt, fromSnapshot, plan, nil, nil
+}
+
+// resumePlan is the plan the TrainJob's suspended Jobs resume by, with its
+// scheduling directives, stages and PodGroup: nil for a TrainJob without a
+// snapshot, patches or stages, whose Jobs resume as they were made. (A
+// staged one without a snapshot is one an earlier version started: its
+// stages resume in order, by the runtime as it is.)
+func (o *observed) resumePlan(tj *trainer.TrainJob) *jobplan.Plan {
+	if o.plan == nil || o.fromSnapshot || patched(tj) ||
+		slices.ContainsFunc(o.plan.Steps, func(s jobplan.Step) bool { return len(s.DependsOn) > 0 }) {
+		return o.plan
+	}
+	return nil
 }

@@ -20,11 +20,13 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
@@ -50,12 +52,19 @@ import (
 // and its snapshot follows the runtime.
 //
 // A TrainJob without a snapshot (it needed none, or an earlier version made
-// its Jobs) reads its runtime as it is: Jobs it could not create at once
-// are created only while the runtime still gives the replicated Jobs and
-// network it started with (Created=False, RuntimeChanged, otherwise), and a
-// resume takes the runtime's scheduling directives as they are.
+// its Jobs) has Jobs made from its runtime as it was, and no patches: a
+// resume resumes them as they are, reading nothing. Jobs it could not
+// create at once are created from the runtime as it is, and only while it
+// still gives the replicated Jobs, network and success policy the TrainJob
+// started with (Created=False, RuntimeChanged, otherwise).
 
 const (
+	// snapshotsCached is how many TrainJobs' snapshots are kept parsed, and
+	// snapshotCacheTTL for how long: a staged TrainJob reads its snapshot
+	// on every reconcile while a stage waits.
+	snapshotsCached  = 4096
+	snapshotCacheTTL = 10 * time.Minute
+
 	// snapshotSuffix names a TrainJob's snapshot after the TrainJob.
 	snapshotSuffix = "-runtime-snapshot"
 	// snapshotDataKey is the key of the runtime in the snapshot's data.
@@ -88,9 +97,12 @@ type snapshotMetadata struct {
 // needsSnapshot reports whether a TrainJob creating its first Jobs by plan
 // will read its runtime again: a replicated Job of it waits for others
 // (startable says which may start now), its failure policy can restart
-// it, or it is suspended.
+// it, or it may be resumed with scheduling directives its runtime and
+// patches give it: it is suspended, queued in Kueue (which may preempt
+// and admit it again elsewhere, admitted before this controller first saw
+// it), or has runtime patches.
 func needsSnapshot(tj *trainer.TrainJob, plan *jobplan.Plan, startable map[string]bool) bool {
-	if tj.Spec.Suspend != nil && *tj.Spec.Suspend {
+	if ptr.Deref(tj.Spec.Suspend, false) || tj.Labels[trainer.KueueQueueNameLabel] != "" || patched(tj) {
 		return true
 	}
 	if slices.ContainsFunc(plan.Steps, func(s jobplan.Step) bool { return !startable[s.Name] }) {
@@ -136,6 +148,11 @@ func makeSnapshot(tj *trainer.TrainJob, rt jobplan.Runtime) (*corev1.ConfigMap, 
 // read, or names another runtime, is an error: the TrainJob waits rather
 // than run on what it did not start with.
 func (r *Reconciler) readSnapshot(ctx context.Context, tj *trainer.TrainJob) (*jobplan.Runtime, error) {
+	// A snapshot read is the TrainJob's for life: nothing writes it once
+	// the TrainJob created Jobs, and a TrainJob's UID is never reused.
+	if rt, ok := r.snapshots.Get(tj.UID); ok {
+		return rt.(*jobplan.Runtime), nil
+	}
 	key := snapshotKey(tj)
 	var cm corev1.ConfigMap
 	err := r.apiReader.Get(ctx, key, &cm)
@@ -154,7 +171,9 @@ func (r *Reconciler) readSnapshot(ctx context.Context, tj *trainer.TrainJob) (*j
 	if want := jobplan.KindOf(tj); obj.Kind != want || obj.Metadata.Name != tj.Spec.RuntimeRef.Name {
 		return nil, fmt.Errorf("runtime snapshot %s holds %s %q, not the TrainJob's %s %q", key, obj.Kind, obj.Metadata.Name, want, tj.Spec.RuntimeRef.Name)
 	}
-	return &jobplan.Runtime{Kind: obj.Kind, Name: obj.Metadata.Name, Spec: &obj.Spec, UID: obj.Metadata.UID, Generation: obj.Metadata.Generation}, nil
+	rt := &jobplan.Runtime{Kind: obj.Kind, Name: obj.Metadata.Name, Spec: &obj.Spec, UID: obj.Metadata.UID, Generation: obj.Metadata.Generation}
+	r.snapshots.Add(tj.UID, rt, snapshotCacheTTL)
+	return rt, nil
 }
 
 // createdAny reports whether the TrainJob created a Job in its life: a

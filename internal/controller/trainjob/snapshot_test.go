@@ -18,6 +18,8 @@ package trainjob
 
 import (
 	"context"
+	"errors"
+	"maps"
 	"testing"
 	"time"
 
@@ -29,6 +31,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
 	utiltesting "github.com/trainjob-operator/trainjob-operator/internal/util/testing"
@@ -193,36 +196,72 @@ func TestRestartComesFromTheSnapshot(t *testing.T) {
 	}
 }
 
-// A TrainJob created suspended (queued) is resumed with the scheduling
-// directives its runtime had when its Jobs were created.
+// zonePatch is Kueue's runtime patch admitting a TrainJob on the flavor of
+// zone.
+func zonePatch(zone string) []trainer.RuntimePatch {
+	return []trainer.RuntimePatch{{Manager: trainer.KueueManager, TrainingRuntimeSpec: &trainer.TrainingRuntimeSpecPatch{
+		Template: &trainer.JobSetTemplatePatch{Spec: &trainer.JobSetSpecPatch{ReplicatedJobs: []trainer.ReplicatedJobPatch{{
+			Name: "node", Template: &trainer.JobTemplatePatch{Spec: &trainer.JobSpecPatch{Template: &trainer.PodTemplatePatch{
+				Spec: &trainer.PodSpecPatch{NodeSelector: map[string]string{"zone": zone}},
+			}}},
+		}}}},
+	}}}
+}
+
+// A TrainJob queued in Kueue is resumed with the scheduling directives its
+// runtime had when its Jobs were made and those of the patch that admits
+// it, whatever happened to the runtime meanwhile: created suspended, or
+// admitted before this controller first saw it, then preempted and
+// admitted again on another flavor.
 func TestResumeComesFromTheSnapshot(t *testing.T) {
-	for change, apply := range runtimeChanges {
-		t.Run(change, func(t *testing.T) {
-			spec := utiltesting.MakeRuntimeSpec().Torch()
-			f := newFixture(t, nil, utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").Suspend(true).Obj(), spec.ClusterRuntime("torch-distributed"))
-			if err := f.reconcile(t, "tj"); err != nil {
-				t.Fatalf("Reconcile: %v", err)
-			}
-			if f.snapshot(t) == nil {
-				t.Error("no snapshot made for a TrainJob created suspended")
-			}
-			apply(t, f)
-			tj := f.trainJob(t, "tj")
-			tj.Spec.Suspend = ptr.To(false)
-			if err := f.client.Update(context.Background(), tj); err != nil {
-				t.Fatal(err)
-			}
-			if err := f.reconcile(t, "tj"); err != nil {
-				t.Fatalf("Reconcile: %v", err)
-			}
-			var job batchv1.Job
-			if err := f.client.Get(context.Background(), client.ObjectKey{Namespace: testNS, Name: "tj-node-0"}, &job); err != nil {
-				t.Fatal(err)
-			}
-			if ptr.Deref(job.Spec.Suspend, false) || job.Spec.Template.Spec.NodeSelector["pool"] != "" {
-				t.Errorf("Job suspended %t, node selector %v: want it resumed with the runtime's directives as they were", ptr.Deref(job.Spec.Suspend, false), job.Spec.Template.Spec.NodeSelector)
-			}
-		})
+	queued := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").Label(trainer.KueueQueueNameLabel, "q")
+	for start, tj := range map[string]*trainer.TrainJob{
+		"created suspended": queued.Clone().Suspend(true).Obj(),
+		"admitted before its first reconcile": func() *trainer.TrainJob {
+			tj := queued.Clone().Obj()
+			tj.Spec.RuntimePatches = zonePatch("a")
+			return tj
+		}(),
+	} {
+		for change, apply := range runtimeChanges {
+			t.Run(start+", runtime "+change, func(t *testing.T) {
+				spec := utiltesting.MakeRuntimeSpec().Torch()
+				f := newFixture(t, nil, tj.DeepCopy(), spec.ClusterRuntime("torch-distributed"))
+				if err := f.reconcile(t, "tj"); err != nil {
+					t.Fatalf("Reconcile: %v", err)
+				}
+				if f.snapshot(t) == nil {
+					t.Error("no snapshot made for a TrainJob queued in Kueue")
+				}
+				// Preempted: suspended, Kueue's patch emptied, its Pods gone.
+				cur := f.trainJob(t, "tj")
+				cur.Spec.Suspend, cur.Spec.RuntimePatches = ptr.To(true), []trainer.RuntimePatch{{Manager: trainer.KueueManager}}
+				if err := f.client.Update(context.Background(), cur); err != nil {
+					t.Fatal(err)
+				}
+				if err := f.reconcile(t, "tj"); err != nil {
+					t.Fatalf("Reconcile: %v", err)
+				}
+				f.setJob(t, "tj-node-0", func(w *utiltesting.JobWrapper) *utiltesting.JobWrapper { return w.SuspendedByController(now) })
+				apply(t, f)
+				// Admitted again, on zone b.
+				cur = f.trainJob(t, "tj")
+				cur.Spec.Suspend, cur.Spec.RuntimePatches = ptr.To(false), zonePatch("b")
+				if err := f.client.Update(context.Background(), cur); err != nil {
+					t.Fatal(err)
+				}
+				if err := f.reconcile(t, "tj"); err != nil {
+					t.Fatalf("Reconcile: %v", err)
+				}
+				var job batchv1.Job
+				if err := f.client.Get(context.Background(), client.ObjectKey{Namespace: testNS, Name: "tj-node-0"}, &job); err != nil {
+					t.Fatal(err)
+				}
+				if ptr.Deref(job.Spec.Suspend, false) || !maps.Equal(job.Spec.Template.Spec.NodeSelector, map[string]string{"zone": "b"}) {
+					t.Errorf("Job suspended %t, node selector %v: want it resumed on zone b, with the runtime's directives as they were", ptr.Deref(job.Spec.Suspend, false), job.Spec.Template.Spec.NodeSelector)
+				}
+			})
+		}
 	}
 }
 
@@ -281,5 +320,59 @@ spec:
 	other := utiltesting.MakeTrainJob("tj", testNS).UID("uid-2").Obj()
 	if rt, err := f.r.readSnapshot(context.Background(), other); rt != nil || err != nil {
 		t.Errorf("readSnapshot of another TrainJob of the name = %v, %v; want none", rt, err)
+	}
+}
+
+// A TrainJob whose first Jobs were all refused takes its runtime as it is
+// when they are made at last: the policies pinned by the refused pass give
+// way to those of the runtime the snapshot then holds, so a later stage is
+// not taken for a runtime changed under it.
+func TestPinnedAnewUntilTheFirstJobsExist(t *testing.T) {
+	workers := utiltesting.MakeReplicatedJob("node").Trainer().Obj()
+	workers.DependsOn = []trainer.DependsOn{{Name: "init", Status: trainer.DependsOnComplete}}
+	staged := utiltesting.MakeRuntimeSpec().Torch().ReplicatedJobs(utiltesting.MakeReplicatedJob("init").Obj(), workers)
+	refuse := true
+	f := newFixture(t, &interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+		if _, ok := obj.(*batchv1.Job); ok && refuse {
+			return apierrors.NewForbidden(batchv1.Resource("jobs"), obj.GetName(), errors.New("exceeded quota: count/jobs.batch"))
+		}
+		return c.Create(ctx, obj, opts...)
+	}}, utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").Obj(), staged.ClusterRuntime("torch-distributed"))
+	if err := f.reconcile(t, "tj"); err == nil {
+		t.Fatal("Reconcile: no error for a refused Job")
+	}
+	if len(f.jobs(t)) != 0 {
+		t.Fatalf("Jobs %v made while the quota refuses them", jobStates(f.jobs(t)))
+	}
+	// The runtime changes before any Job could be made.
+	var rt trainer.ClusterTrainingRuntime
+	if err := f.client.Get(context.Background(), client.ObjectKey{Name: "torch-distributed"}, &rt); err != nil {
+		t.Fatal(err)
+	}
+	rt.Spec.Template.Spec.Network = &trainer.Network{Subdomain: "elsewhere"}
+	if err := f.client.Update(context.Background(), &rt); err != nil {
+		t.Fatal(err)
+	}
+	refuse = false
+	f.clock.Step(time.Minute)
+	if err := f.reconcile(t, "tj"); err != nil {
+		t.Fatalf("Reconcile: %v", err)
+	}
+	f.setJob(t, "tj-init-0", func(w *utiltesting.JobWrapper) *utiltesting.JobWrapper { return w.Succeeded(now) })
+	if err := f.reconcile(t, "tj"); err != nil {
+		t.Fatalf("Reconcile: %v", err)
+	}
+	tj := f.trainJob(t, "tj")
+	if c := meta.FindStatusCondition(tj.Status.Conditions, trainer.TrainJobCreated); c != nil {
+		t.Errorf("Created %+v: the second stage is held back", c)
+	}
+	if tj.Status.Network == nil || tj.Status.Network.Subdomain != "elsewhere" {
+		t.Errorf("network pinned %+v, want the runtime's as the first Jobs were made", tj.Status.Network)
+	}
+	var node batchv1.Job
+	if err := f.client.Get(context.Background(), client.ObjectKey{Namespace: testNS, Name: "tj-node-0"}, &node); err != nil {
+		t.Errorf("the second stage: %v", err)
+	} else if node.Spec.Template.Spec.Subdomain != "elsewhere" {
+		t.Errorf("second stage's subdomain %q, want elsewhere", node.Spec.Template.Spec.Subdomain)
 	}
 }

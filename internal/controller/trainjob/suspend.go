@@ -68,7 +68,7 @@ import (
 // up to date before the first child resumes.
 func (r *Reconciler) followSuspend(ctx context.Context, tj *trainer.TrainJob, children []child, plan *jobplan.Plan) error {
 	want := ptr.Deref(tj.Spec.Suspend, false)
-	patched := len(tj.Spec.RuntimePatches) > 0 || len(tj.Spec.PodTemplateOverrides) > 0 || len(tj.Spec.PodSpecOverrides) > 0
+	patched := patched(tj)
 	var counted *trainer.TrainJobStatus
 	var errs []error
 	podGroupChecked := false
@@ -182,6 +182,12 @@ func (r *Reconciler) resumeWithDirectives(ctx context.Context, job, desired *bat
 	*job = *next
 	ctrl.LoggerFrom(ctx).V(2).Info("Resumed a child Job with new scheduling directives", "job", klog.KObj(job))
 	return nil
+}
+
+// patched reports whether the TrainJob changes its runtime's Pods: runtime
+// patches (Kueue's among them), or Kubeflow v2.0 and v2.1's overrides.
+func patched(tj *trainer.TrainJob) bool {
+	return len(tj.Spec.RuntimePatches) > 0 || len(tj.Spec.PodTemplateOverrides) > 0 || len(tj.Spec.PodSpecOverrides) > 0
 }
 
 // setJobSuspend sets spec.suspend of a child Job.

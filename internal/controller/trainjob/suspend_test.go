@@ -300,4 +300,16 @@ func TestSuspendedDuringARestart(t *testing.T) {
 	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != trainer.TrainJobSuspendingReason {
 		t.Errorf("Suspended = %+v, want False (%s) while the attempt before has Pods", c, trainer.TrainJobSuspendingReason)
 	}
+	// The attempt before is gone (deleted by that reconcile): Suspended,
+	// the new attempt's Job created suspended.
+	if err := f.reconcile(t, "tj"); err != nil {
+		t.Fatalf("Reconcile: %v", err)
+	}
+	c = meta.FindStatusCondition(f.trainJob(t, "tj").Status.Conditions, trainer.TrainJobSuspended)
+	if c == nil || c.Status != metav1.ConditionTrue {
+		t.Errorf("Suspended = %+v once the attempt before is gone, want True", c)
+	}
+	if diff := cmp.Diff([]jobState{{Name: "tj-node-0", Suspend: true, Finalizers: tracked}}, jobStates(f.jobs(t))); diff != "" {
+		t.Errorf("Jobs (-want +got):\n%s", diff)
+	}
 }

@@ -178,4 +178,11 @@ func TestJobsGoAtTheRuntimesTTL(t *testing.T) {
 	if len(tj.Status.JobsStatus) != 1 || tj.Status.JobsStatus[0].Succeeded != 1 {
 		t.Errorf("jobsStatus %+v, want the succeeded Job still counted", tj.Status.JobsStatus)
 	}
+	// Nothing more to do: no requeue, no write.
+	if res, err := f.reconcileResult(t, "tj"); err != nil || res.RequeueAfter != 0 {
+		t.Errorf("Reconcile once the Jobs are gone = %+v, %v; want nothing to come back for", res, err)
+	}
+	if got := f.trainJob(t, "tj"); got.ResourceVersion != tj.ResourceVersion {
+		t.Errorf("status written again once the Jobs were gone: resourceVersion %s, was %s", got.ResourceVersion, tj.ResourceVersion)
+	}
 }

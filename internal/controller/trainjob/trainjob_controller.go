@@ -31,6 +31,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
@@ -128,6 +129,8 @@ type Reconciler struct {
 	workers   int
 	released  *releasedJobs
 	writes    *statusWrites
+	// snapshots are runtime snapshots read, by TrainJob UID.
+	snapshots *cache.LRUExpireCache
 	// failures is the backoff of failing reconciles that must keep their
 	// requeue at the active deadline.
 	failures workqueue.TypedRateLimiter[types.NamespacedName]
@@ -163,6 +166,7 @@ func NewReconciler(c client.Client, apiReader client.Reader, recorder events.Eve
 		clock: clock.RealClock{}, deadlines: metrics.DeadlineRemaining, workers: 5,
 		failures: workqueue.NewTypedItemExponentialFailureRateLimiter[types.NamespacedName](failureBaseDelay, failureMaxDelay),
 		released: newReleasedJobs(), writes: newStatusWrites(),
+		snapshots: cache.NewLRUExpireCache(snapshotsCached),
 	}
 	for _, o := range opts {
 		o(r)
@@ -227,7 +231,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 	if d.running() {
 		r.create(ctx, tj, d.create)
-		errs = append(errs, r.followSuspend(ctx, tj, d.children, obs.plan))
+		errs = append(errs, r.followSuspend(ctx, tj, d.children, obs.resumePlan(tj)))
 	}
 
 	errs = append(errs, d.settle(now))
@@ -269,11 +273,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return res, err
 	}
-	errs = append(errs, r.act(ctx, stored, obs, d))
+	errs = append(errs, r.act(ctx, stored, obs, d, now.Time))
 	retryAfter := d.retryAfter
 	if due, ok := lifecycle.JobsExpiry(stored); ok && len(d.children) > 0 {
-		// Back when the runtime's ttlSecondsAfterFinished has its Jobs go.
-		if wait := due.Sub(r.clock.Now()); wait > 0 && (retryAfter == 0 || wait < retryAfter) {
+		// Back when the runtime's ttlSecondsAfterFinished has its Jobs go
+		// (act deleted them if it fell by now).
+		if wait := due.Sub(now.Time); wait > 0 && (retryAfter == 0 || wait < retryAfter) {
 			retryAfter = wait
 		}
 	}
@@ -286,7 +291,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // stored are removed, all of them once the TrainJob finished or while it is
 // being deleted. Jobs of an earlier TrainJob of the same name are released,
 // and the labels of children found without them put back.
-func (r *Reconciler) act(ctx context.Context, stored *trainer.TrainJob, obs *observed, d *decision) error {
+func (r *Reconciler) act(ctx context.Context, stored *trainer.TrainJob, obs *observed, d *decision, now time.Time) error {
 	// Failing to release an earlier TrainJob's Jobs holds back nothing of
 	// this one's.
 	errs := []error{r.releaseOrphans(ctx, obs.others, stored.Namespace, stored.Name), r.restoreLabels(ctx, stored, obs.relabel)}
@@ -303,7 +308,7 @@ func (r *Reconciler) act(ctx context.Context, stored *trainer.TrainJob, obs *obs
 		errs = append(errs, r.stopChildren(ctx, d.children), r.deleteService(ctx, stored, obs.service))
 	}
 	errs = append(errs, r.releaseRecorded(ctx, &stored.Status, d.children, finished))
-	if due, ok := lifecycle.JobsExpiry(stored); ok && !r.clock.Now().Before(due) {
+	if due, ok := lifecycle.JobsExpiry(stored); ok && !now.Before(due) {
 		// As a JobSet's ttlSecondsAfterFinished: the TrainJob and its
 		// status stay.
 		errs = append(errs, r.deleteJobs(ctx, jobsOf(d.children), "past the runtime's ttlSecondsAfterFinished"))
