@@ -45,7 +45,7 @@ const (
 const shapeUID types.UID = "00000000-0000-4000-8000-000000000000"
 
 // A shape is what decides whether the API server accepts a TrainJob's Jobs:
-// the first Job of each replicated Job, as the TrainJob's plan builds it,
+// the Jobs dry-run (dryRunJobsOf), as the TrainJob's plan builds them,
 // in the TrainJob's namespace, for a TrainJob of the same spec whose name
 // has the same length and the same kind of character at each place (each
 // letter 'a', each digit '0', the rest as they are) and a UID of its own.
@@ -76,7 +76,7 @@ func shapeOf(tj *trainer.TrainJob, rt jobplan.Runtime) (shape, bool) {
 		Namespace string
 		UIDSet    bool
 		Jobs      any
-	}{tj.Namespace, tj.UID != "", firstJobs(plan)})
+	}{tj.Namespace, tj.UID != "", dryRunJobsOf(plan)})
 	if err != nil {
 		return shape{}, false
 	}

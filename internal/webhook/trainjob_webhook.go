@@ -30,8 +30,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -358,32 +356,22 @@ func (v *TrainJobValidator) dryRunJobs(ctx context.Context, tj *trainer.TrainJob
 	if known && v.shapes.accepted(s) {
 		return nil, nil
 	}
-	warnings, errs := v.dryRunFirstJobs(ctx, tj, rt, plan)
+	warnings, errs := v.dryRunFirstJobs(ctx, rt, plan)
 	if known && len(warnings) == 0 && len(errs) == 0 {
 		v.shapes.accept(s)
 	}
 	return warnings, errs
 }
 
-// dryRunFirstJobs dry-runs the creation of the first Job of each replicated
-// Job of plan.
-func (v *TrainJobValidator) dryRunFirstJobs(ctx context.Context, tj *trainer.TrainJob, rt jobplan.Runtime, plan *jobplan.Plan) (admission.Warnings, field.ErrorList) {
+// dryRunFirstJobs dry-runs the creation of the Jobs of plan that stand for
+// the others (see dryRunJobsOf).
+func (v *TrainJobValidator) dryRunFirstJobs(ctx context.Context, rt jobplan.Runtime, plan *jobplan.Plan) (admission.Warnings, field.ErrorList) {
 	ctx, cancel := context.WithTimeout(ctx, dryRunTimeout)
 	defer cancel()
 	rjobsPath := field.NewPath("runtime").Key(rt.Kind+"/"+rt.Name).Child("spec", "template", "spec", "replicatedJobs")
 	var warnings admission.Warnings
 	var errs field.ErrorList
-	for i, job := range firstJobs(plan) {
-		job = job.DeepCopy()
-		if tj.UID == "" {
-			// The API server sets the UID of a TrainJob before it calls the
-			// webhook on CREATE; without one (another caller), the owner
-			// reference would be refused for that alone.
-			uid := types.UID(uuid.NewUUID())
-			for j := range job.OwnerReferences {
-				job.OwnerReferences[j].UID = uid
-			}
-		}
+	for i, job := range dryRunJobsOf(plan) {
 		err := v.jobs.Create(ctx, job, client.DryRunAll)
 		switch {
 		case err == nil:
@@ -403,13 +391,26 @@ func (v *TrainJobValidator) dryRunFirstJobs(ctx context.Context, tj *trainer.Tra
 	return warnings, errs
 }
 
-// firstJobs returns the Job of replica 0 of each step of plan, in the order
-// of plan.Steps.
-func firstJobs(plan *jobplan.Plan) []*batchv1.Job {
+// dryRunJobsOf returns the Jobs of plan whose creation the webhook
+// dry-runs: the Job of replica 0 of each step, in the order of plan.Steps
+// (the replicas of a replicated Job differ only in their names and
+// indexes), as the controller creates it but without its owner reference.
+//
+// The owner is the TrainJob being admitted, which does not exist yet.
+// Admission that looks up a Job's owner would refuse the Job for that
+// alone, where it accepts the Job the controller creates once the TrainJob
+// exists: Kueue's Job webhook does ("TrainJob ... not found"), and every
+// TrainJob created with Kueue installed got a warning for it. Without an
+// owner, such admission sees a Job that nothing owns (Kueue accepts it),
+// and rules that check an owner's presence see none (see
+// docs/lifecycle.md).
+func dryRunJobsOf(plan *jobplan.Plan) []*batchv1.Job {
 	jobs := make([]*batchv1.Job, 0, len(plan.Steps))
 	next := 0
 	for _, step := range plan.Steps {
-		jobs = append(jobs, plan.Jobs[next])
+		job := plan.Jobs[next].DeepCopy()
+		job.OwnerReferences = nil
+		jobs = append(jobs, job)
 		next += int(step.Replicas)
 	}
 	return jobs

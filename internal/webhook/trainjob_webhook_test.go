@@ -19,6 +19,7 @@ package webhook
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -30,7 +31,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -281,8 +281,8 @@ func TestValidateUpdate(t *testing.T) {
 }
 
 // The API server validates the first Job of every replicated Job, created
-// as the controller would create it, owned by the TrainJob, without storing
-// anything.
+// as the controller would create it but without an owner (the TrainJob does
+// not exist yet), without storing anything.
 func TestValidateCreateDryRunsTheFirstJobOfEachStep(t *testing.T) {
 	rt := utiltesting.MakeRuntimeSpec().Torch().
 		ReplicatedJob(utiltesting.MakeReplicatedJob("ps").Replicas(3).Obj()).
@@ -304,14 +304,11 @@ func TestValidateCreateDryRunsTheFirstJobOfEachStep(t *testing.T) {
 				if diff := cmp.Diff([]string{metav1.DryRunAll}, o.DryRun); diff != "" {
 					t.Errorf("Job %s created without dry run (-want +got):\n%s", job.Name, diff)
 				}
-				owner := metav1.GetControllerOf(job)
-				switch {
-				case owner == nil || owner.Kind != trainer.TrainJobKind || owner.Name != "tj":
-					t.Errorf("Job %s: controller = %+v, want TrainJob tj", job.Name, owner)
-				case tc.uid != "" && owner.UID != types.UID(tc.uid):
-					t.Errorf("Job %s: owner UID = %q, want the TrainJob's %q", job.Name, owner.UID, tc.uid)
-				case owner.UID == "":
-					t.Errorf("Job %s: owner reference without a UID, which the API server refuses", job.Name)
+				if len(job.OwnerReferences) > 0 {
+					t.Errorf("Job %s dry-run with owners %+v, want none: the TrainJob does not exist yet", job.Name, job.OwnerReferences)
+				}
+				if got := job.Labels[trainer.JobSetUIDLabel]; got != tc.uid {
+					t.Errorf("Job %s: label %s = %q, want the TrainJob's UID %q", job.Name, trainer.JobSetUIDLabel, got, tc.uid)
 				}
 				created = append(created, job.Name)
 				return c.Create(ctx, obj, opts...)
@@ -330,6 +327,28 @@ func TestValidateCreateDryRunsTheFirstJobOfEachStep(t *testing.T) {
 				t.Errorf("Jobs stored: %d (err %v), want none", len(jobs.Items), err)
 			}
 		})
+	}
+}
+
+// Admission that looks up a Job's owner and refuses the Job when it does
+// not exist (Kueue's Job webhook) has nothing to refuse at the dry run: the
+// TrainJob being admitted does not exist yet, and the Job the controller
+// creates once it does is accepted.
+func TestValidateCreateWithAdmissionThatLooksUpOwners(t *testing.T) {
+	torch := utiltesting.MakeRuntimeSpec().Torch().ClusterRuntime("torch-distributed")
+	ownerMustExist := &interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+		if owner := metav1.GetControllerOf(obj); owner != nil && owner.Kind == trainer.TrainJobKind {
+			if err := c.Get(ctx, client.ObjectKey{Namespace: obj.GetNamespace(), Name: owner.Name}, &trainer.TrainJob{}); err != nil {
+				return apierrors.NewForbidden(batchv1.Resource("jobs"), obj.GetName(),
+					fmt.Errorf(`admission webhook "mjob.kb.io" denied the request: %w`, err))
+			}
+		}
+		return c.Create(ctx, obj, opts...)
+	}}
+	warnings, err := validator(t, ownerMustExist, torch).ValidateCreate(context.Background(),
+		utiltesting.MakeTrainJob("tj", "ns").UID("0b0e5a1c-8f5e-4a47-9a3b-1c2d3e4f5a6b").Obj())
+	if err != nil || len(warnings) > 0 {
+		t.Errorf("ValidateCreate = %q, %v; want no warning and no error", warnings, err)
 	}
 }
 
