@@ -161,6 +161,10 @@ func setupWebhook(mgr ctrl.Manager, cfg *configv1alpha1.Webhook, clk clock.Passi
 		// priority and fairness limits them, and so these dry runs).
 		webhookConfig := rest.CopyConfig(mgr.GetConfig())
 		webhookConfig.QPS = -1
+		// The API server's warnings on the Jobs go to the TrainJob's
+		// creator with the webhook's answer, not to the manager's log.
+		webhookConfig.WarningHandler = nil
+		webhookConfig.WarningHandlerWithContext = trainjobwebhook.DryRunWarnings{}
 		jobs, err := client.New(webhookConfig, client.Options{
 			Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), HTTPClient: mgr.GetHTTPClient(),
 		})

@@ -223,3 +223,28 @@ func TestAcceptedShapesBounded(t *testing.T) {
 		t.Errorf("%d shapes remembered once all but the new one expired, want 1", len(a.expires))
 	}
 }
+
+// The API server's warnings on a dry-run Job (Pod Security admission's on
+// its Pod template) are given with the TrainJob's, and an acceptance with
+// warnings is not remembered: every TrainJob of the shape is dry-run and
+// gets them.
+func TestValidateCreateGivesDryRunWarningsEveryTime(t *testing.T) {
+	torch := utiltesting.MakeRuntimeSpec().Torch().ClusterRuntime("torch-distributed")
+	const psa = `would violate PodSecurity "restricted:latest": runAsNonRoot != true (pod or container "node" must set securityContext.runAsNonRoot=true)`
+	funcs := &interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+		// As the API server answers, through the dry-run client's handler.
+		DryRunWarnings{}.HandleWarningHeaderWithContext(ctx, 299, "-", psa)
+		DryRunWarnings{}.HandleWarningHeaderWithContext(ctx, 199, "-", "not an API server warning")
+		return c.Create(ctx, obj, opts...)
+	}}
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	v := validator(t, funcs, torch)
+	v.shapes = newAcceptedShapes(func() time.Time { return now })
+	for _, name := range []string{"run-a1", "run-b2", "run-c3"} {
+		warnings, err := v.ValidateCreate(context.Background(), utiltesting.MakeTrainJob(name, "ns").UID("u-"+name).Obj())
+		want := []string{fmt.Sprintf(`the API server warns of Job %s-node-0 of replicated Job "node" (dry run): %s`, name, psa)}
+		if err != nil || strings.Join(warnings, "\n") != strings.Join(want, "\n") {
+			t.Errorf("ValidateCreate(%s) = %q, %v; want it accepted with %q", name, warnings, err, want)
+		}
+	}
+}

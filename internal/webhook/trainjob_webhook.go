@@ -347,10 +347,15 @@ func (v *TrainJobValidator) jobNames(ctx context.Context, tj *trainer.TrainJob) 
 // that Job. Any other error (a quota, a timeout, a name already taken) is a
 // warning: it may pass, and the controller reports it if it does not.
 //
+// The API server's warnings on the Jobs (Pod Security admission's on their
+// Pod template, for one) are given with the TrainJob's.
+//
 // A TrainJob of a shape whose Jobs the API server accepted lately (a burst
 // of TrainJobs alike but for their names) is accepted without asking again
 // (see shape), and so without the warnings only its own names could meet
 // (a leftover Job of the same name: the controller reports it, NameTaken).
+// An acceptance with warnings is not remembered: the next TrainJob of the
+// shape is dry-run again, and gets them too.
 func (v *TrainJobValidator) dryRunJobs(ctx context.Context, tj *trainer.TrainJob, rt jobplan.Runtime, plan *jobplan.Plan) (admission.Warnings, field.ErrorList) {
 	s, known := shapeOf(tj, rt)
 	if known && v.shapes.accepted(s) {
@@ -372,7 +377,11 @@ func (v *TrainJobValidator) dryRunFirstJobs(ctx context.Context, rt jobplan.Runt
 	var warnings admission.Warnings
 	var errs field.ErrorList
 	for i, job := range dryRunJobsOf(plan) {
-		err := v.jobs.Create(ctx, job, client.DryRunAll)
+		jobCtx, answered := collectWarnings(ctx)
+		err := v.jobs.Create(jobCtx, job, client.DryRunAll)
+		for _, w := range answered.all() {
+			warnings = append(warnings, fmt.Sprintf("the API server warns of Job %s of replicated Job %q (dry run): %s", job.Name, plan.Steps[i].Name, w))
+		}
 		switch {
 		case err == nil:
 		case apierrors.IsInvalid(err):

@@ -186,3 +186,47 @@ func TestDryRunMeetsAdmissionThatLooksUpOwners(t *testing.T) {
 		t.Errorf("Job owned-node-0 is not owned by its TrainJob: owners %+v", job.OwnerReferences)
 	}
 }
+
+// psaWarning is how Pod Security admission's warnings begin.
+const psaWarning = `would violate PodSecurity "restricted:latest"`
+
+// In a namespace whose Pod Security level warns of the TrainJob's Pods, the
+// API server's warnings on the dry-run Jobs come back on every TrainJob,
+// not only on the first of a shape.
+func TestDryRunWarningsOnEveryAdmission(t *testing.T) {
+	ns := newNamespace(t)
+	torchRuntime(t, ns, utiltesting.MakeRuntimeSpec().Torch())
+	patch := []byte(`{"metadata":{"labels":{"pod-security.kubernetes.io/warn":"restricted"}}}`)
+	if err := k8s.Patch(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "Pod Security admission to warn of Jobs in "+ns, func() error {
+		warnings, err := createWarned(t, &batchv1.Job{
+			ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: ns},
+			Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+				RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "c", Image: "example.com/c"}},
+			}}},
+		}, client.DryRunAll)
+		if err == nil && !containsWarning(warnings, psaWarning) {
+			err = fmt.Errorf("no Pod Security warning yet: %q", warnings)
+		}
+		return err
+	})
+
+	// Three TrainJobs of one shape.
+	for _, name := range []string{"warn-a1", "warn-b2", "warn-c3"} {
+		warnings, err := createWarned(t, trainJobOn(name, ns).Obj())
+		if err != nil || !containsWarning(warnings, fmt.Sprintf(`Job %s-node-0 of replicated Job "node" (dry run): %s`, name, psaWarning)) {
+			t.Errorf("creating TrainJob %s: %v, warnings %q; want Pod Security admission's warning on its Job", name, err, warnings)
+		}
+	}
+}
+
+func containsWarning(warnings []string, part string) bool {
+	for _, w := range warnings {
+		if strings.Contains(w, part) {
+			return true
+		}
+	}
+	return false
+}
