@@ -22,6 +22,7 @@ package manager
 import (
 	"context"
 	"fmt"
+	"maps"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -242,8 +243,9 @@ func stripTrainJob(o any) (any, error) {
 }
 
 // caches limits what the manager's caches hold: the Jobs and Services
-// TrainJobs own rather than every Job and Service of the cluster, and the
-// webhook certificate's Secret alone.
+// TrainJobs own rather than every Job and Service of the cluster, what the
+// TrainJob webhook reads of quotas, and the webhook certificate's Secret
+// alone.
 func caches(cfg *configv1alpha1.Configuration) map[client.Object]cache.ByObject {
 	owned, err := labels.NewRequirement(trainer.TrainJobNameLabel, selection.Exists, nil)
 	utilruntime.Must(err)
@@ -252,6 +254,9 @@ func caches(cfg *configv1alpha1.Configuration) map[client.Object]cache.ByObject 
 		&batchv1.Job{}:      {Label: selector, Transform: stripJob},
 		&corev1.Service{}:   {Label: selector},
 		&trainer.TrainJob{}: {Transform: stripTrainJob},
+	}
+	if *cfg.Webhook.Enable {
+		maps.Copy(byObject, trainjobwebhook.JobAdmissionCaches())
 	}
 	if cm := cfg.Webhook.CertManagement; *cfg.Webhook.Enable && *cm.Enable {
 		byObject[&corev1.Secret{}] = certs.SecretCache(cm)

@@ -101,6 +101,11 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 		"/secrets": {"get", "list", "watch", "create"},
 		"admissionregistration.k8s.io/validatingwebhookconfigurations": {"get", "list", "watch"},
 		"admissionregistration.k8s.io/mutatingwebhookconfigurations":   {"get", "list", "watch"},
+		// What else admits Jobs, and the quotas on their number: the
+		// TrainJob webhook's informers, which only list and watch.
+		"admissionregistration.k8s.io/validatingadmissionpolicies": {"list", "watch"},
+		"admissionregistration.k8s.io/mutatingadmissionpolicies":   {"list", "watch"},
+		"/resourcequotas": {"list", "watch"},
 	}
 	// Verbs allowed only on the named objects.
 	named := map[string]struct {

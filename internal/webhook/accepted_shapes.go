@@ -31,10 +31,11 @@ import (
 
 const (
 	// acceptedShapeTTL is how long the API server's acceptance of a Job
-	// shape stands in for asking it again: a policy added meanwhile (an
-	// admission policy or webhook that refuses such Jobs) is seen at
-	// admission after at most this long; the controller reports a refusal
-	// when it creates the Jobs either way.
+	// shape stands in for asking it again. Admission webhooks, policies
+	// and quotas are watched (jobAdmission); what is not, a change of the
+	// API server's own validation (an upgrade) or of a namespace's Pod
+	// Security level, is seen at admission after at most this long. The
+	// controller reports a refusal when it creates the Jobs either way.
 	acceptedShapeTTL = time.Minute
 	// maxAcceptedShapes bounds the shapes remembered.
 	maxAcceptedShapes = 1024

@@ -31,6 +31,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -70,8 +71,11 @@ type TrainJobValidator struct {
 	// accept the Jobs of a new TrainJob.
 	jobs client.Writer
 	// shapes are those the API server accepted lately: a TrainJob of one
-	// of them is not dry-run again.
+	// of them is not dry-run again, while admission finds that nothing
+	// but Kubernetes' validation of Jobs could answer.
 	shapes *acceptedShapes
+	// admission tells what else could answer a dry run of Jobs.
+	admission *jobAdmission
 }
 
 var _ admission.Validator[*trainer.TrainJob] = (*TrainJobValidator)(nil)
@@ -79,16 +83,23 @@ var _ admission.Validator[*trainer.TrainJob] = (*TrainJobValidator)(nil)
 // NewTrainJobValidator returns a validator reading runtimes through reader
 // and dry-running the creation of child Jobs through jobs.
 func NewTrainJobValidator(reader client.Reader, jobs client.Writer) *TrainJobValidator {
-	return &TrainJobValidator{reader: reader, jobs: jobs, shapes: newAcceptedShapes(time.Now)}
+	return &TrainJobValidator{reader: reader, jobs: jobs, shapes: newAcceptedShapes(time.Now), admission: newJobAdmission(reader)}
 }
 
 // SetupWithManager registers the webhook with mgr's webhook server, and the
-// index of TrainJobs it reads through mgr's cache.
+// index of TrainJobs and the informers on admission it reads through mgr's
+// cache (see JobAdmissionCaches).
 func (v *TrainJobValidator) SetupWithManager(mgr ctrl.Manager) error {
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &trainer.TrainJob{}, dashPrefixIndex, dashPrefixesOf); err != nil {
+	ctx := context.Background()
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &trainer.TrainJob{}, dashPrefixIndex, dashPrefixesOf); err != nil {
 		return fmt.Errorf("indexing TrainJobs by %s: %w", dashPrefixIndex, err)
 	}
 	v.apiReader = mgr.GetAPIReader()
+	admission, err := watchJobAdmission(ctx, mgr.GetCache(), mgr.GetRESTMapper())
+	if err != nil {
+		return err
+	}
+	v.admission = admission
 	return ctrl.NewWebhookManagedBy(mgr, &trainer.TrainJob{}).WithValidator(v).Complete()
 }
 
@@ -354,10 +365,20 @@ func (v *TrainJobValidator) jobNames(ctx context.Context, tj *trainer.TrainJob) 
 // of TrainJobs alike but for their names) is accepted without asking again
 // (see shape), and so without the warnings only its own names could meet
 // (a leftover Job of the same name: the controller reports it, NameTaken).
-// An acceptance with warnings is not remembered: the next TrainJob of the
-// shape is dry-run again, and gets them too.
+// That stands in only for Kubernetes' validation of Jobs, which depends on
+// the shape alone: while anything else could answer (an admission webhook
+// or policy on Jobs, a quota on their number in the namespace), every
+// TrainJob is dry-run, and nothing is remembered. An acceptance with
+// warnings is not remembered either: the next TrainJob of the shape is
+// dry-run again, and gets them too.
 func (v *TrainJobValidator) dryRunJobs(ctx context.Context, tj *trainer.TrainJob, rt jobplan.Runtime, plan *jobplan.Plan) (admission.Warnings, field.ErrorList) {
-	s, known := shapeOf(tj, rt)
+	var s shape
+	known := false
+	if other := v.admission.otherAnswer(ctx, tj.Namespace); other == "" {
+		s, known = shapeOf(tj, rt)
+	} else {
+		ctrl.LoggerFrom(ctx).V(5).Info("Dry-running the TrainJob's Jobs whatever their shape", "trainJob", klog.KObj(tj), "admission", other)
+	}
 	if known && v.shapes.accepted(s) {
 		return nil, nil
 	}

@@ -33,6 +33,8 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
@@ -229,4 +231,212 @@ func containsWarning(warnings []string, part string) bool {
 		}
 	}
 	return false
+}
+
+// jobsNamed makes, until the test ends, a ValidatingAdmissionPolicy refuse
+// the Jobs of namespace ns whose names do not start with prefix, and
+// returns once the API server does.
+func jobsNamed(t *testing.T, ns, prefix string) {
+	t.Helper()
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "it-job-names-" + ns},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{"batch"}, APIVersions: []string{"v1"}, Resources: []string{"jobs"}},
+				},
+			}}},
+			Validations: []admissionregistrationv1.Validation{{
+				Expression: fmt.Sprintf("object.metadata.name.startsWith(%q)", prefix),
+				Message:    fmt.Sprintf("Jobs must be named %s*", prefix),
+			}},
+		},
+	}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: policy.Name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName:        policy.Name,
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+			MatchResources: &admissionregistrationv1.MatchResources{
+				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: ns}},
+			},
+		},
+	}
+	for _, obj := range []client.Object{policy, binding} {
+		create(t, obj)
+		t.Cleanup(func() { _ = k8s.Delete(context.Background(), obj) })
+	}
+	eventually(t, "the API server to refuse Jobs not named "+prefix+"*", func() error {
+		probe := &batchv1.Job{
+			ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: ns},
+			Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+				RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "c", Image: "example.com/c"}},
+			}}},
+		}
+		if err := k8s.Create(context.Background(), probe, client.DryRunAll); err == nil {
+			return fmt.Errorf("Job probe accepted")
+		} else if !apierrors.IsInvalid(err) {
+			return fmt.Errorf("Job probe refused, but not as invalid: %w", err)
+		}
+		return nil
+	})
+}
+
+// An admission policy that reads Jobs' names ("Jobs must be named team-*")
+// refuses a TrainJob whose Jobs it refuses, though the API server accepted
+// a TrainJob of the same shape (team-a, xeam-b) moments before: the shape
+// stands in for Kubernetes' own validation of Jobs only, which looks at a
+// name's length and kinds of character, not at its letters.
+func TestDryRunWithAnAdmissionPolicyOnJobNames(t *testing.T) {
+	ns := newNamespace(t)
+	torchRuntime(t, ns, utiltesting.MakeRuntimeSpec().Torch())
+	create(t, trainJobOn("team-a", ns).Obj())
+	jobsNamed(t, ns, "team-")
+
+	// A dry run of the TrainJob goes through the webhook too: wait until
+	// the manager has seen the policy.
+	eventually(t, "TrainJob xeam-b to be refused at admission", func() error {
+		err := k8s.Create(context.Background(), trainJobOn("xeam-b", ns).Obj(), client.DryRunAll)
+		if err == nil {
+			return fmt.Errorf("accepted: its shape is that of team-a, accepted before the policy")
+		}
+		return nil
+	})
+	err := k8s.Create(context.Background(), trainJobOn("xeam-b", ns).Obj())
+	for _, want := range []string{
+		`TrainJob.trainer.kubeflow.org "xeam-b" is invalid`,
+		`the API server refuses the Jobs of replicated Job "node" of TrainingRuntime "torch"`,
+		"Jobs must be named team-*",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("creating TrainJob xeam-b: %v, want it refused saying %q", err, want)
+		}
+	}
+	if warnings, err := createWarned(t, trainJobOn("team-c", ns).Obj()); err != nil || len(warnings) > 0 {
+		t.Errorf("creating TrainJob team-c: %v, warnings %q; want it created", err, warnings)
+	}
+}
+
+// With no admission on Jobs but Kubernetes' own, TrainJobs of one shape are
+// dry-run once; while a quota counts the namespace's Jobs (it may refuse
+// the next one), each is dry-run; once it is gone, the acceptance stands
+// again.
+func TestShapeStandsInForKubernetesValidationAlone(t *testing.T) {
+	ns := newNamespace(t)
+	torchRuntime(t, ns, utiltesting.MakeRuntimeSpec().Torch())
+	for _, name := range []string{"run-a1", "run-b2", "run-c3"} {
+		create(t, trainJobOn(name, ns).Obj())
+	}
+	if got := dryRuns.in(ns); got != 1 {
+		t.Errorf("3 TrainJobs of one shape: %d dry runs, want 1", got)
+	}
+
+	jobs := corev1.ResourceList{"count/jobs.batch": resource.MustParse("100")}
+	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "jobs", Namespace: ns}, Spec: corev1.ResourceQuotaSpec{Hard: jobs}}
+	create(t, quota)
+	// The suite runs no quota controller: its status, which admission
+	// enforces, is written here as that controller would.
+	quota.Status = corev1.ResourceQuotaStatus{Hard: jobs, Used: corev1.ResourceList{"count/jobs.batch": resource.MustParse("3")}}
+	if err := k8s.Status().Update(context.Background(), quota); err != nil {
+		t.Fatalf("writing the quota's status: %v", err)
+	}
+	// Whether the webhook dry-runs the Jobs of a TrainJob of that shape: a
+	// dry-run creation of the TrainJob goes through the webhook too.
+	dryRun := func() bool {
+		before := dryRuns.in(ns)
+		if err := k8s.Create(context.Background(), trainJobOn("run-z9", ns).Obj(), client.DryRunAll); err != nil {
+			t.Fatal(err)
+		}
+		return dryRuns.in(ns) > before
+	}
+	eventually(t, "a TrainJob to be dry-run while the quota counts Jobs", func() error {
+		if !dryRun() {
+			return fmt.Errorf("admitted without a dry run")
+		}
+		return nil
+	})
+	before := dryRuns.in(ns)
+	for _, name := range []string{"run-d4", "run-e5"} {
+		create(t, trainJobOn(name, ns).Obj())
+	}
+	if got := dryRuns.in(ns) - before; got != 2 {
+		t.Errorf("2 more TrainJobs while the quota counts Jobs: %d dry runs, want 2", got)
+	}
+
+	if err := k8s.Delete(context.Background(), quota); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "a TrainJob to be admitted without a dry run once the quota is gone", func() error {
+		if dryRun() {
+			return fmt.Errorf("dry-run")
+		}
+		return nil
+	})
+}
+
+// BenchmarkCreateTrainJobsOfOneShape creates TrainJobs of one shape, 16 at
+// a time as the bench's burst does, with the controller running: with no
+// admission on Jobs but Kubernetes' own, where the shape stands in for the
+// dry run of their Jobs, and with a ValidatingAdmissionPolicy on Jobs (not
+// bound: it costs the API server nothing), where each TrainJob's Job is
+// dry-run. ns/op is the time per TrainJob created; dry-runs/op, the Jobs
+// dry-run per TrainJob.
+//
+//	KUBEBUILDER_ASSETS=$PWD/bin go test ./test/integration/ -run '^$' \
+//	  -bench CreateTrainJobsOfOneShape -benchtime 1000x -count 3
+func BenchmarkCreateTrainJobsOfOneShape(b *testing.B) {
+	for _, tc := range []struct {
+		name   string
+		policy bool
+	}{{"shape-stands-in", false}, {"policy-on-jobs", true}} {
+		b.Run(tc.name, func(b *testing.B) {
+			ns := newNamespace(b)
+			torchRuntime(b, ns, utiltesting.MakeRuntimeSpec().Torch())
+			if tc.policy {
+				policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
+					ObjectMeta: metav1.ObjectMeta{Name: "it-bench-" + ns},
+					Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+						MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+							RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+								Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+								Rule:       admissionregistrationv1.Rule{APIGroups: []string{"batch"}, APIVersions: []string{"v1"}, Resources: []string{"jobs"}},
+							},
+						}}},
+						Validations: []admissionregistrationv1.Validation{{Expression: "true"}},
+					},
+				}
+				create(b, policy)
+				b.Cleanup(func() { _ = k8s.Delete(context.Background(), policy) })
+				utiltesting.Eventually(b, timeout, interval, "the webhook to dry-run each TrainJob", func() error {
+					before := dryRuns.in(ns)
+					for range 2 {
+						if err := k8s.Create(context.Background(), trainJobOn("bench-99999", ns).Obj(), client.DryRunAll); err != nil {
+							return err
+						}
+					}
+					if dryRuns.in(ns)-before != 2 {
+						return fmt.Errorf("not yet")
+					}
+					return nil
+				})
+			}
+			var next atomic.Int64
+			before := dryRuns.in(ns)
+			b.SetParallelism(8) // 16 on 2 cores
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					name := fmt.Sprintf("bench-%05d", next.Add(1))
+					if err := k8s.Create(context.Background(), trainJobOn(name, ns).Obj()); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.StopTimer()
+			b.ReportMetric(float64(dryRuns.in(ns)-before)/float64(b.N), "dry-runs/op")
+		})
+	}
 }

@@ -31,7 +31,7 @@ import (
 	utiltesting "github.com/trainjob-operator/trainjob-operator/internal/util/testing"
 )
 
-func create(t *testing.T, obj client.Object) {
+func create(t testing.TB, obj client.Object) {
 	t.Helper()
 	if err := k8s.Create(context.Background(), obj); err != nil {
 		t.Fatalf("creating %T %s: %v", obj, obj.GetName(), err)

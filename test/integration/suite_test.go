@@ -25,10 +25,12 @@ package integration
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -165,7 +167,9 @@ func startManager(configure func(*configv1alpha1.Configuration)) (*runningManage
 	if configure != nil {
 		configure(cfg)
 	}
-	mgr, err := manager.New(restConfig, cfg, manager.Options{SkipNameValidation: true})
+	mgrConfig := rest.CopyConfig(restConfig)
+	mgrConfig.Wrap(dryRuns.count)
+	mgr, err := manager.New(mgrConfig, cfg, manager.Options{SkipNameValidation: true})
 	if err != nil {
 		return nil, err
 	}
@@ -173,10 +177,17 @@ func startManager(configure func(*configv1alpha1.Configuration)) (*runningManage
 	m := &runningManager{cancel: cancel, done: make(chan error, 1)}
 	go func() { m.done <- mgr.Start(ctx) }()
 	// Wait until the webhook serves, or the API server would refuse
-	// TrainJobs.
+	// TrainJobs, and the caches it reads have synced.
 	deadline := time.Now().Add(timeout)
 	for {
 		if err := mgr.GetWebhookServer().StartedChecker()(nil); err == nil {
+			syncCtx, cancelSync := context.WithDeadline(ctx, deadline)
+			synced := mgr.GetCache().WaitForCacheSync(syncCtx)
+			cancelSync()
+			if !synced {
+				m.stop()
+				return nil, fmt.Errorf("the manager's caches did not sync within %v", timeout)
+			}
 			return m, nil
 		}
 		if time.Now().After(deadline) {
@@ -220,6 +231,41 @@ func stopSuiteManager(t *testing.T) {
 		}
 	})
 }
+
+// dryRuns counts the dry-run creations of Jobs the manager asks for (the
+// TrainJob webhook's), by namespace.
+var dryRuns = &jobDryRuns{byNamespace: map[string]int{}}
+
+type jobDryRuns struct {
+	mu          sync.Mutex
+	byNamespace map[string]int
+}
+
+// count wraps the manager's transport to the API server.
+func (d *jobDryRuns) count(next http.RoundTripper) http.RoundTripper {
+	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		// POST /apis/batch/v1/namespaces/<namespace>/jobs?dryRun=All
+		parts := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
+		if req.Method == http.MethodPost && req.URL.Query().Get("dryRun") == "All" && len(parts) == 6 &&
+			strings.Join(parts[:3], "/") == "apis/batch/v1" && parts[3] == "namespaces" && parts[5] == "jobs" {
+			d.mu.Lock()
+			d.byNamespace[parts[4]]++
+			d.mu.Unlock()
+		}
+		return next.RoundTrip(req)
+	})
+}
+
+// in returns how many Jobs of namespace were dry-run.
+func (d *jobDryRuns) in(namespace string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.byNamespace[namespace]
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 // startManagerAt runs the product's manager, without its webhook, against
 // another API server than the suite's (cfg) until the test ends. The
@@ -336,7 +382,7 @@ func writeKubeconfig(env *envtest.Environment) (string, error) {
 }
 
 // newNamespace creates a namespace for one test and deletes it afterwards.
-func newNamespace(t *testing.T) string {
+func newNamespace(t testing.TB) string {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "it-"}}
 	if err := k8s.Create(context.Background(), ns); err != nil {

@@ -36,7 +36,7 @@ import (
 
 // torchRuntime creates a namespaced torch runtime "torch" with a trainer
 // step "node" and returns a TrainJob wrapper that references it.
-func torchRuntime(t *testing.T, ns string, spec *utiltesting.RuntimeSpecWrapper) {
+func torchRuntime(t testing.TB, ns string, spec *utiltesting.RuntimeSpecWrapper) {
 	t.Helper()
 	create(t, spec.Runtime("torch", ns))
 }
