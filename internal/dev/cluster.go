@@ -86,6 +86,11 @@ type Options struct {
 	// KueuePodsReadyTimeout is Kueue's waitForPodsReady timeout; Kueue's
 	// default (30 minutes) if zero.
 	KueuePodsReadyTimeout time.Duration
+	// KueueJobs, with Kueue, also turns on its batch/job integration and
+	// registers its Job webhooks (mjob.kb.io, vjob.kb.io), as Kueue's own
+	// manifests install it: they see every Job created, the child Jobs
+	// of TrainJobs and the dry runs of the TrainJob webhook among them.
+	KueueJobs bool
 	// Configuration is the manager's configuration file. Defaults to
 	// DefaultConfiguration.
 	Configuration string

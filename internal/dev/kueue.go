@@ -22,6 +22,7 @@ import (
 	"crypto/rsa"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"math/big"
@@ -79,14 +80,27 @@ const (
 var ReservedTaint = corev1.Taint{Key: PoolLabel, Value: ReservedPool, Effect: corev1.TaintEffectNoSchedule}
 
 // kueueWebhooks are the webhooks of Kueue's manifests that trainjob-dev
-// registers: Kueue's own objects and the TrainJob integration. The others
-// (Pods, batch/v1 Jobs, JobSets, ...) belong to integrations that are off.
+// registers: Kueue's own objects and the TrainJob integration, and with
+// Options.KueueJobs kueueJobWebhooks. The others (Pods, JobSets, ...)
+// belong to integrations that are off.
 var kueueWebhooks = []string{
 	"mworkload.kb.io", "vworkload.kb.io",
 	"mclusterqueue.kb.io", "vclusterqueue.kb.io",
 	"vcohort.kb.io",
 	"mresourceflavor.kb.io", "vresourceflavor.kb.io",
 	"mtrainjob.kb.io", "vtrainjob.kb.io",
+}
+
+// kueueJobWebhooks are the webhooks of Kueue's batch/job integration.
+var kueueJobWebhooks = []string{"mjob.kb.io", "vjob.kb.io"}
+
+// kueueFrameworks are the integrations Kueue runs with under o.
+func kueueFrameworks(o Options) []string {
+	frameworks := []string{"trainer.kubeflow.org/trainjob"}
+	if o.KueueJobs {
+		frameworks = append(frameworks, "batch/job")
+	}
+	return frameworks
 }
 
 // kueueConversionCRDs are the CRDs Kueue's manifests convert with its
@@ -98,7 +112,8 @@ var kueueConversionCRDs = []string{
 }
 
 // kueueConfiguration is Kueue's configuration in the dev cluster (format:
-// webhook port, certificate directory, health port).
+// webhook port, certificate directory, health port, the integrations'
+// frameworks as a YAML flow sequence).
 //
 // The certificate: Kueue v0.19 reads its metrics certificate from the
 // fixed path /etc/kueue/metrics/certs whenever internalCertManagement is
@@ -130,11 +145,21 @@ metrics:
 health:
   healthProbeBindAddress: 127.0.0.1:%d
 integrations:
-  frameworks:
-  - trainer.kubeflow.org/trainjob
+  frameworks: %s
 featureGates:
   VisibilityOnDemand: false
 `
+
+// renderKueueConfiguration is Kueue's configuration file under o, serving
+// its webhooks on st's ports with the certificates of certDir.
+func renderKueueConfiguration(o Options, st *state, certDir string) []byte {
+	frameworks, _ := json.Marshal(kueueFrameworks(o)) // a []string always marshals
+	config := fmt.Appendf(nil, kueueConfiguration, st.KueueWebhookPort, certDir, st.KueueHealthPort, frameworks)
+	if o.KueuePodsReadyTimeout > 0 {
+		config = fmt.Appendf(config, "waitForPodsReady:\n  timeout: %s\n  blockAdmission: false\n", o.KueuePodsReadyTimeout)
+	}
+	return config
+}
 
 // KueueLog is the file Kueue logs to.
 func (o Options) KueueLog() string {
@@ -211,11 +236,7 @@ func ensureKueue(ctx context.Context, cl client.Client, o Options, st *state) er
 		step(o, "Kueue is running (pid %d)", st.KueuePID)
 	} else {
 		configPath := filepath.Join(o.kueueDir(), "config.yaml")
-		config := fmt.Appendf(nil, kueueConfiguration, st.KueueWebhookPort, certDir, st.KueueHealthPort)
-		if o.KueuePodsReadyTimeout > 0 {
-			config = fmt.Appendf(config, "waitForPodsReady:\n  timeout: %s\n  blockAdmission: false\n", o.KueuePodsReadyTimeout)
-		}
-		if err := os.WriteFile(configPath, config, 0o644); err != nil {
+		if err := os.WriteFile(configPath, renderKueueConfiguration(o, st, certDir), 0o644); err != nil {
 			return err
 		}
 		pid, exited, err := startDetached("Kueue", filepath.Join(o.BinDir, "kueue"),
@@ -232,7 +253,11 @@ func ensureKueue(ctx context.Context, cl client.Client, o Options, st *state) er
 	// Registered once Kueue serves them: they fail closed, and the TrainJob
 	// ones see every TrainJob.
 	step(o, "registering Kueue's webhooks at https://127.0.0.1:%d", st.KueueWebhookPort)
-	return applyKueueWebhooks(ctx, cl, filepath.Join(mods.kueue, "config", "components", "webhook", "manifests.yaml"), st.KueueWebhookPort, caPEM)
+	webhooks := kueueWebhooks
+	if o.KueueJobs {
+		webhooks = append(slices.Clone(webhooks), kueueJobWebhooks...)
+	}
+	return applyKueueWebhooks(ctx, cl, filepath.Join(mods.kueue, "config", "components", "webhook", "manifests.yaml"), webhooks, st.KueueWebhookPort, caPEM)
 }
 
 // chooseKueuePorts keeps Kueue's ports that are free and picks others.
@@ -436,11 +461,11 @@ func renderKueueCRDs(src, dst string, port int, caPEM []byte) error {
 	return nil
 }
 
-// applyKueueWebhooks registers the webhooks of kueueWebhooks from Kueue's
-// manifests, called by URL on 127.0.0.1:port and trusting caPEM. Those on
-// TrainJobs leave out kube-system and Kueue's namespace, as Kueue's
+// applyKueueWebhooks registers the webhooks named from Kueue's manifests,
+// called by URL on 127.0.0.1:port and trusting caPEM. Those on TrainJobs
+// and Jobs leave out kube-system and Kueue's namespace, as Kueue's
 // manifests do.
-func applyKueueWebhooks(ctx context.Context, cl client.Client, manifests string, port int, caPEM []byte) error {
+func applyKueueWebhooks(ctx context.Context, cl client.Client, manifests string, names []string, port int, caPEM []byte) error {
 	data, err := os.ReadFile(manifests)
 	if err != nil {
 		return err
@@ -456,16 +481,18 @@ func applyKueueWebhooks(ctx context.Context, cl client.Client, manifests string,
 	namespaces := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
 		Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: []string{"kube-system", KueueNamespace},
 	}}}
-	onTrainJobs := func(name string) bool { return strings.HasSuffix(name, "trainjob.kb.io") }
+	onWorkloads := func(name string) bool {
+		return strings.HasSuffix(name, "trainjob.kb.io") || slices.Contains(kueueJobWebhooks, name)
+	}
 	configs, err := webhookConfigurations(data)
 	if err != nil {
 		return fmt.Errorf("%s: %w", manifests, err)
 	}
 	found := 0
 	for _, c := range configs {
-		for _, w := range webhooksOf(c, func(name string) bool { return slices.Contains(kueueWebhooks, name) }) {
+		for _, w := range webhooksOf(c, func(name string) bool { return slices.Contains(names, name) }) {
 			*w.clientConfig = clientConfig(w.clientConfig.Service)
-			if onTrainJobs(w.name) {
+			if onWorkloads(w.name) {
 				*w.namespaceSelector = namespaces
 			}
 			found++
@@ -479,8 +506,8 @@ func applyKueueWebhooks(ctx context.Context, cl client.Client, manifests string,
 			return fmt.Errorf("registering %s: %w", c.GetName(), err)
 		}
 	}
-	if found != len(kueueWebhooks) {
-		return fmt.Errorf("%s has %d of the %d webhooks %v", manifests, found, len(kueueWebhooks), kueueWebhooks)
+	if found != len(names) {
+		return fmt.Errorf("%s has %d of the %d webhooks %v", manifests, found, len(names), names)
 	}
 	return nil
 }

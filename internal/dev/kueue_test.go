@@ -22,7 +22,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/open-policy-agent/cert-controller/pkg/rotator"
+	"sigs.k8s.io/yaml"
 )
 
 // The certificates trainjob-dev hands Kueue pass the checks Kueue's
@@ -56,5 +58,34 @@ func TestKueueCertsAreKeptByCertController(t *testing.T) {
 	}
 	if _, err := cert.Verify(x509.VerifyOptions{DNSName: "127.0.0.1", Roots: roots}); err != nil {
 		t.Errorf("serving certificate not valid for 127.0.0.1: %v", err)
+	}
+}
+
+// Kueue runs with its TrainJob integration, and with KueueJobs its batch/job
+// one too.
+func TestKueueConfigurationIntegrations(t *testing.T) {
+	for _, jobs := range []bool{false, true} {
+		o := Options{Kueue: true, KueueJobs: jobs, KueuePodsReadyTimeout: 15 * time.Second}
+		var config struct {
+			Integrations struct {
+				Frameworks []string `json:"frameworks"`
+			} `json:"integrations"`
+			WaitForPodsReady struct {
+				Timeout string `json:"timeout"`
+			} `json:"waitForPodsReady"`
+		}
+		if err := yaml.Unmarshal(renderKueueConfiguration(o, &state{KueueWebhookPort: 9443, KueueHealthPort: 8081}, "/certs"), &config); err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"trainer.kubeflow.org/trainjob"}
+		if jobs {
+			want = append(want, "batch/job")
+		}
+		if diff := cmp.Diff(want, config.Integrations.Frameworks); diff != "" {
+			t.Errorf("KueueJobs %v: frameworks (-want +got):\n%s", jobs, diff)
+		}
+		if config.WaitForPodsReady.Timeout != "15s" {
+			t.Errorf("KueueJobs %v: waitForPodsReady.timeout %q, want 15s", jobs, config.WaitForPodsReady.Timeout)
+		}
 	}
 }

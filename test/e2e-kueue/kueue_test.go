@@ -19,6 +19,7 @@ package e2ekueue
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -37,6 +38,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
 	"github.com/trainjob-operator/trainjob-operator/internal/dev"
@@ -601,4 +603,45 @@ func TestPodsNeverReadyAreEvicted(t *testing.T) {
 		t.Errorf("stuck's Jobs after the eviction: %d, want its one Job, suspended", len(jobs))
 	}
 	progress(t, "stuck evicted after %s without ready Pods: suspended, no Pod left", podsReadyTimeout)
+}
+
+// With Kueue's Job webhooks installed (mjob.kb.io looks up the owner of
+// every Job it admits, and refuses a Job whose owner does not exist),
+// creating a TrainJob prints no warning: the TrainJob webhook dry-runs its
+// Jobs before the TrainJob exists, without an owner. Queued or not, the
+// TrainJob then runs: Kueue admits the Jobs the controller creates, owned
+// by the TrainJob that exists by then.
+func TestCreatedWithoutWarnings(t *testing.T) {
+	ns := newNamespace(t)
+	queue(t, ns, ns, "2", false)
+
+	// The premise: Kueue's Job webhook refuses a Job owned by a TrainJob
+	// that does not exist.
+	orphan := utiltesting.MakeJob("orphan", ns, "busybox:1.37").ControlledByTrainJob("absent", "00000000-0000-4000-8000-000000000001").Obj()
+	if err := k8s.Create(context.Background(), orphan, client.DryRunAll); err == nil || !strings.Contains(err.Error(), "mjob.kb.io") {
+		t.Fatalf("a Job owned by a TrainJob that does not exist: %v, want it refused by Kueue's mjob.kb.io (is Kueue's batch/job integration on? dev.Options.KueueJobs)", err)
+	}
+
+	for _, tj := range []*trainer.TrainJob{
+		utiltesting.MakeTrainJob("queued", ns).Label(queueLabel, ns).Annotation(runFor, "2s").NumNodes(1).Resources(cpu("1")).Obj(),
+		utiltesting.MakeTrainJob("unqueued", ns).Annotation(runFor, "2s").NumNodes(1).Resources(cpu("1")).Obj(),
+	} {
+		manifest, err := yaml.Marshal(tj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(t.TempDir(), tj.Name+".yaml")
+		if err := os.WriteFile(path, manifest, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		out, err := kubectl("create", "-f", path)
+		if err != nil || strings.Contains(out, "Warning:") {
+			t.Errorf("kubectl create TrainJob %s: %v; want it created without a warning, got:\n%s", tj.Name, err, out)
+		}
+		progress(t, "created TrainJob %s/%s: %s", ns, tj.Name, strings.TrimSpace(out))
+	}
+	for _, name := range []string{"queued", "unqueued"} {
+		waitComplete(t, 3*time.Minute, ns, name)
+		progress(t, "%s completed", name)
+	}
 }

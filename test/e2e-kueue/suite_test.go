@@ -83,6 +83,10 @@ func run(m *testing.M) int {
 		Nodes:   4,
 		Out:     os.Stderr,
 		Kueue:   true,
+		// Kueue's Job webhooks and integration, as Kueue's manifests
+		// install them: they see the TrainJob webhook's dry runs and the
+		// child Jobs (TestCreatedWithoutWarnings).
+		KueueJobs: true,
 		// A TrainJob whose Pods are not all ready this long is evicted.
 		KueuePodsReadyTimeout: podsReadyTimeout,
 		// Suspended TrainJobs are deleted after a few seconds, unless

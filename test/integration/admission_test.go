@@ -126,13 +126,7 @@ func serveJobAdmission(t *testing.T, ns string, review func(*batchv1.Job) *metav
 	create(t, config)
 	t.Cleanup(func() { _ = k8s.Delete(context.Background(), config) })
 	eventually(t, "the API server to call the test's Job webhook", func() error {
-		probe := &batchv1.Job{
-			ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: ns},
-			Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
-				RestartPolicy: corev1.RestartPolicyNever,
-				Containers:    []corev1.Container{{Name: "c", Image: "example.com/c"}},
-			}}},
-		}
+		probe := utiltesting.MakeJob("probe", ns, "example.com/c").Obj()
 		_ = k8s.Create(context.Background(), probe, client.DryRunAll)
 		if calls.Load() == 0 {
 			return fmt.Errorf("not called yet")
@@ -166,15 +160,7 @@ func TestDryRunMeetsAdmissionThatLooksUpOwners(t *testing.T) {
 	torchRuntime(t, ns, utiltesting.MakeRuntimeSpec().Torch())
 	serveJobAdmission(t, ns, ownerMustExist)
 	// The probe: such a Job is refused.
-	orphan := &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Name: "orphan", Namespace: ns, OwnerReferences: []metav1.OwnerReference{{
-			APIVersion: trainer.GroupVersion.String(), Kind: trainer.TrainJobKind, Name: "absent",
-			UID: types.UID("00000000-0000-4000-8000-000000000001"), Controller: ptr.To(true),
-		}}},
-		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
-			RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "c", Image: "example.com/c"}},
-		}}},
-	}
+	orphan := utiltesting.MakeJob("orphan", ns, "example.com/c").ControlledByTrainJob("absent", "00000000-0000-4000-8000-000000000001").Obj()
 	if err := k8s.Create(context.Background(), orphan, client.DryRunAll); err == nil || !strings.Contains(err.Error(), `"absent" not found`) {
 		t.Fatalf("a Job owned by a TrainJob that does not exist: %v, want it refused by the test's webhook", err)
 	}
@@ -203,12 +189,7 @@ func TestDryRunWarningsOnEveryAdmission(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "Pod Security admission to warn of Jobs in "+ns, func() error {
-		warnings, err := createWarned(t, &batchv1.Job{
-			ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: ns},
-			Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
-				RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "c", Image: "example.com/c"}},
-			}}},
-		}, client.DryRunAll)
+		warnings, err := createWarned(t, utiltesting.MakeJob("probe", ns, "example.com/c").Obj(), client.DryRunAll)
 		if err == nil && !containsWarning(warnings, psaWarning) {
 			err = fmt.Errorf("no Pod Security warning yet: %q", warnings)
 		}
@@ -269,12 +250,7 @@ func jobsNamed(t *testing.T, ns, prefix string) {
 		t.Cleanup(func() { _ = k8s.Delete(context.Background(), obj) })
 	}
 	eventually(t, "the API server to refuse Jobs not named "+prefix+"*", func() error {
-		probe := &batchv1.Job{
-			ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: ns},
-			Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
-				RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "c", Image: "example.com/c"}},
-			}}},
-		}
+		probe := utiltesting.MakeJob("probe", ns, "example.com/c").Obj()
 		if err := k8s.Create(context.Background(), probe, client.DryRunAll); err == nil {
 			return fmt.Errorf("Job probe accepted")
 		} else if !apierrors.IsInvalid(err) {

@@ -335,6 +335,28 @@ type JobWrapper struct{ batchv1.Job }
 // WrapJob wraps a copy of job.
 func WrapJob(job *batchv1.Job) *JobWrapper { return &JobWrapper{*job.DeepCopy()} }
 
+// MakeJob returns a Job of one Pod, whose one container runs image: the
+// least the API server accepts.
+func MakeJob(name, namespace, image string) *JobWrapper {
+	return &JobWrapper{batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers:    []corev1.Container{{Name: "c", Image: image}},
+		}}},
+	}}
+}
+
+// ControlledByTrainJob makes the TrainJob name of UID uid the Job's
+// controller, as the TrainJob controller does its children.
+func (w *JobWrapper) ControlledByTrainJob(name string, uid types.UID) *JobWrapper {
+	w.OwnerReferences = append(w.OwnerReferences, metav1.OwnerReference{
+		APIVersion: trainer.GroupVersion.String(), Kind: trainer.TrainJobKind, Name: name, UID: uid,
+		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
+	})
+	return w
+}
+
 // Obj returns the Job.
 func (w *JobWrapper) Obj() *batchv1.Job { return &w.Job }
 
