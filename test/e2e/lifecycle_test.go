@@ -365,12 +365,14 @@ func TestFailingPodFailsTheTrainJob(t *testing.T) {
 func TestKubeflowYAMLRunsToCompletion(t *testing.T) {
 	ns := newNamespace(t)
 	compat := filepath.Join(repoRoot, "..", "shared", "compat")
+	sdk := followSDKStatus(t, ns, "multi-node-example")
 	for _, f := range []string{"kubeflow-torch-distributed-runtime.yaml", "kubeflow-multi-node-trainjob.yaml"} {
 		// As Kubeflow's instructions say: kubectl apply -f.
 		if out, err := kubectl("apply", "-n", ns, "-f", filepath.Join(compat, f)); err != nil {
 			t.Fatalf("kubectl apply -f %s: %v\n%s", f, err, out)
 		}
 	}
+	sdk.poll(context.Background())
 	t.Cleanup(func() {
 		// Put the dev cluster's own runtime back.
 		if out, err := kubectl("apply", "--server-side", "--force-conflicts", "-k", filepath.Join(repoRoot, "config", "runtimes")); err != nil {
@@ -397,6 +399,7 @@ func TestKubeflowYAMLRunsToCompletion(t *testing.T) {
 		t.Errorf("the Kubeflow SDK's selector %q finds Pods of completion indexes %v, want %v", selector, indexes, want)
 	}
 	waitCondition(t, ns, "multi-node-example", trainer.TrainJobComplete, trainer.TrainJobJobsCompletedReason)
+	wantSDKStates(t, sdk, utiltesting.SDKCreated, utiltesting.SDKRunning, utiltesting.SDKComplete)
 }
 
 // The manager is killed (SIGKILL) while a TTL and a deadline are pending,
