@@ -43,20 +43,21 @@ import (
 // recreated) changes nothing of the TrainJob.
 //
 // The snapshot is made, with the TrainJob's first Jobs and before them, only
-// for a TrainJob that will read its runtime again: one whose Jobs are not
-// all created at once (stages), whose failure policy can restart it, or
-// that is created suspended (queued: it resumes with the scheduling
-// directives of its runtime and of the patches that admit it). A TrainJob
-// that creates every Job at once and runs to its end pays no write for
-// it. Until its first Jobs exist, a TrainJob takes its runtime as it is,
-// and its snapshot follows the runtime.
+// for a TrainJob that will read its runtime again (needsSnapshot): one
+// whose Jobs are not all created at once (stages), whose failure policy can
+// restart it, or that may resume with the scheduling directives of its
+// runtime and of patches (created suspended, queued in Kueue, patched). A
+// TrainJob that creates every Job at once and runs to its end pays no write
+// for it. Until its first Jobs exist, a TrainJob takes its runtime as it
+// is, and its snapshot follows the runtime.
 //
-// A TrainJob without a snapshot (it needed none, or an earlier version made
-// its Jobs) has Jobs made from its runtime as it was, and no patches: a
-// resume resumes them as they are, reading nothing. Jobs it could not
-// create at once are created from the runtime as it is, and only while it
-// still gives the replicated Jobs, network and success policy the TrainJob
-// started with (Created=False, RuntimeChanged, otherwise).
+// A TrainJob that needed none has Jobs made from its runtime as it was,
+// and no patches: a resume resumes them as they are, reading nothing
+// (observed.resumePlan). Jobs it could not create at once are created from
+// the runtime as it is, and only while it still gives the replicated Jobs,
+// network and success policy the TrainJob started with (Created=False,
+// RuntimeChanged, otherwise). So is a TrainJob whose Jobs an earlier
+// version made.
 
 const (
 	// snapshotsCached is how many TrainJobs' snapshots are kept parsed, and
