@@ -193,9 +193,6 @@ type creation struct {
 	errs    []error
 	// serviceErr is the failure to create the Service.
 	serviceErr error
-	// createdMessage, set when Jobs were created and every Job that can be
-	// is, says so in the event recorded once the status is stored.
-	createdMessage string
 }
 
 // planCreation decides what to create for a running TrainJob, and pins its
@@ -415,9 +412,6 @@ func settleCreated(tj *trainer.TrainJob, c *creation, now metav1.Time) (time.Dur
 	}
 	if taken == nil && c.refused == nil && len(c.errs) == 0 {
 		meta.RemoveStatusCondition(&tj.Status.Conditions, trainer.TrainJobCreated)
-		if len(c.created) > 0 {
-			c.createdMessage = createdMessage(tj, c.waitingFor)
-		}
 	}
 	return retryAfter, errors.Join(append(c.errs, c.serviceErr)...)
 }

@@ -61,15 +61,18 @@ type decision struct {
 	// earlier are the Jobs of earlier restart attempts observed, still
 	// being deleted.
 	earlier []*batchv1.Job
+	// createdBefore is how many Jobs the stored status says were created.
+	createdBefore int32
 }
 
-// createdMessage is the message of the event of Jobs created by this
-// reconcile, "" if it created none or not all it should have.
+// createdMessage is the message of the event of Jobs created, "" unless
+// the status decided says more Jobs were created than the status stored:
+// by this reconcile, or by one whose status write failed.
 func (d *decision) createdMessage() string {
-	if d.create == nil {
+	if d.create == nil || createdJobs(&d.next.Status) <= d.createdBefore {
 		return ""
 	}
-	return d.create.createdMessage
+	return createdMessage(d.next, d.create.waitingFor)
 }
 
 // running reports whether the TrainJob runs: it neither finished nor is
@@ -80,7 +83,8 @@ func (d *decision) running() bool { return !d.finished && !d.deleting }
 // finished or went away, decides whether the TrainJob finished, and, while
 // it runs, what to create.
 func decide(tj *trainer.TrainJob, obs *observed, now metav1.Time) *decision {
-	d := &decision{next: tj.DeepCopy(), deleting: tj.DeletionTimestamp != nil, children: obs.children, earlier: obs.previous}
+	d := &decision{next: tj.DeepCopy(), deleting: tj.DeletionTimestamp != nil, children: obs.children, earlier: obs.previous,
+		createdBefore: createdJobs(&tj.Status)}
 	if d.deleting {
 		return d
 	}

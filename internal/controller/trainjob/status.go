@@ -166,8 +166,8 @@ func updateJobsStatus(status *trainer.TrainJobStatus, children []child) {
 
 // writeStatus writes next's status, with its state, if it differs from
 // tj's, and returns the TrainJob as stored. The events of what changed are
-// recorded (created, the message of the event of Jobs created) and the
-// finish is counted once the write succeeded; the written TrainJob is
+// recorded (created, the message of the event of Jobs created, if any) and
+// the finish is counted once the write succeeded; the written TrainJob is
 // remembered until the cache catches up with it.
 func (r *Reconciler) writeStatus(ctx context.Context, tj, next *trainer.TrainJob, created string, now time.Time) (*trainer.TrainJob, error) {
 	next.Status.State = lifecycle.State(next)
@@ -197,10 +197,10 @@ func createdJobs(status *trainer.TrainJobStatus) int32 {
 
 // emitEvents records an event for each condition that changed between the
 // stored status and the new one, in the order they happen in a TrainJob's
-// life, and one, with the message created, when more of its Jobs are
+// life, and one with the message created, if any: more of its Jobs were
 // created. It runs after the status write succeeded.
 func (r *Reconciler) emitEvents(old, cur *trainer.TrainJob, created string) {
-	if created != "" && createdJobs(&cur.Status) > createdJobs(&old.Status) {
+	if created != "" {
 		r.recorder.Eventf(cur, nil, corev1.EventTypeNormal, "Created", "CreateJobs", "%s", created)
 	}
 	for _, t := range slices.Backward(conditionOrder) {

@@ -17,10 +17,15 @@ limitations under the License.
 package trainjob
 
 import (
+	"context"
+	"errors"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
 	utiltesting "github.com/trainjob-operator/trainjob-operator/internal/util/testing"
@@ -41,5 +46,31 @@ func TestSetCondition(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, tj.Status.Conditions); diff != "" {
 		t.Errorf("conditions (-want +got):\n%s", diff)
+	}
+}
+
+// The event of Jobs created is recorded once the status that tells it is
+// stored, even if the write of the reconcile that created them conflicted.
+func TestCreatedEventSurvivesAConflict(t *testing.T) {
+	conflicts := 1
+	f := newFixture(t, &interceptor.Funcs{
+		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			if conflicts > 0 {
+				conflicts--
+				return apierrors.NewConflict(trainer.GroupVersion.WithResource("trainjobs").GroupResource(), obj.GetName(), errors.New("the object has been modified"))
+			}
+			return c.SubResource(sub).Update(ctx, obj, opts...)
+		},
+	}, utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").Obj(), utiltesting.MakeRuntimeSpec().Torch().ClusterRuntime("torch-distributed"))
+	for range 2 {
+		if _, err := f.reconcileResult(t, "tj"); err != nil {
+			t.Fatalf("Reconcile: %v", err)
+		}
+	}
+	if got := f.trainJob(t, "tj").Status.State; got != trainer.TrainJobStateRunning {
+		t.Fatalf("state %q, want Running", got)
+	}
+	if diff := cmp.Diff([]string{"Normal Created Created 1 Jobs from ClusterTrainingRuntime torch-distributed"}, f.events()); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
 	}
 }
