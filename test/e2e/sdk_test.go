@@ -42,6 +42,7 @@ type sdkFollower struct {
 	ns, name string
 	cancel   context.CancelFunc
 	done     chan struct{}
+	last     sync.Once
 
 	mu   sync.Mutex
 	seen []string
@@ -86,10 +87,12 @@ func (f *sdkFollower) poll(ctx context.Context) {
 	}
 }
 
-// stop ends the following and returns the states read.
+// stop ends the following, reads the TrainJob a last time (the test may
+// have seen a change the last poll did not), and returns the states read.
 func (f *sdkFollower) stop() []string {
 	f.cancel()
 	<-f.done
+	f.last.Do(func() { f.poll(context.Background()) })
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return slices.Clone(f.seen)
