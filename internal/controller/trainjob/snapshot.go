@@ -180,6 +180,5 @@ func (r *Reconciler) readSnapshot(ctx context.Context, tj *trainer.TrainJob) (*j
 // createdAny reports whether the TrainJob created a Job in its life: a
 // replicated Job of it no longer waits, it restarted, or Jobs of it exist.
 func createdAny(tj *trainer.TrainJob, obs *observed) bool {
-	return tj.Status.Restarts > 0 || len(obs.children) > 0 || len(obs.previous) > 0 ||
-		slices.ContainsFunc(tj.Status.JobsStatus, func(js trainer.JobStatus) bool { return !js.Waiting && js.Replicas > 0 })
+	return tj.Status.Restarts > 0 || len(obs.children) > 0 || len(obs.previous) > 0 || createdJobs(&tj.Status) > 0
 }
