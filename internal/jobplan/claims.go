@@ -37,6 +37,19 @@ func ClaimName(name, trainJob string) string {
 	return name + "-" + trainJob
 }
 
+// claimsPlugin is the runtime's volumeClaimPolicies (claims).
+type claimsPlugin struct{}
+
+func (claimsPlugin) Name() string { return "claims" }
+
+func (claimsPlugin) Validate(*Input) field.ErrorList { return nil }
+
+func (claimsPlugin) Contribute(in *Input, plan *Plan) field.ErrorList {
+	var errs field.ErrorList
+	plan.Claims, errs = claims(in.TrainJob, in.Runtime.Spec, plan.Jobs, in.templatePath().Child("volumeClaimPolicies"))
+	return errs
+}
+
 // claims builds the PersistentVolumeClaims of the runtime's
 // volumeClaimPolicies for the TrainJob, and gives each Job that mounts a
 // volume of a template's name the claim as that volume. A claim retained

@@ -66,28 +66,36 @@ var (
 	fluxEntrypointScript string
 )
 
-// fluxPolicy is the Flux framework (mlPolicy.flux), as Kubeflow Trainer
+// fluxPlugin is the Flux framework (mlPolicy.flux), as Kubeflow Trainer
 // v2.3 runs it: an init container copies a Flux install (a "view" image)
 // into each node Pod, every node runs a Flux broker, and node 0 runs the
 // TrainJob's command with flux run over all the nodes. The brokers
 // authenticate each other with a CURVE certificate made for the TrainJob
 // from the system's secure random source (Kubeflow derives it from the
 // TrainJob's UID, which anyone who can read the TrainJob knows).
-type fluxPolicy struct{}
+type fluxPlugin struct{}
 
-func (fluxPolicy) Name() string { return "flux" }
+func (fluxPlugin) Name() string { return "flux" }
 
-func (fluxPolicy) Selected(spec *trainer.TrainingRuntimeSpec) bool {
+func (fluxPlugin) selected(spec *trainer.TrainingRuntimeSpec) bool {
 	return spec.MLPolicy != nil && spec.MLPolicy.Flux != nil
 }
 
-func (fluxPolicy) SetsUpTrainer() bool { return true }
+func (p fluxPlugin) Validate(in *Input) field.ErrorList {
+	if !p.selected(in.Runtime.Spec) {
+		return nil
+	}
+	return checkFramework(in, p.Name())
+}
 
-func (fluxPolicy) Apply(in *PolicyInput, plan *Plan) field.ErrorList {
+func (p fluxPlugin) Contribute(in *Input, plan *Plan) field.ErrorList {
+	if !p.selected(in.Runtime.Spec) || in.Container == nil {
+		return nil
+	}
 	tj, c := in.TrainJob, in.Container
 	for i := range in.Trainer.Spec.Template.Spec.InitContainers {
 		if in.Trainer.Spec.Template.Spec.InitContainers[i].Name == fluxInstallerContainer {
-			return field.ErrorList{field.Invalid(in.Path.Child("template", "spec", "template", "spec", "initContainers").Index(i).Child("name"),
+			return field.ErrorList{field.Invalid(in.TrainerPath().Child("template", "spec", "template", "spec", "initContainers").Index(i).Child("name"),
 				fluxInstallerContainer, "the init container flux-installer is the flux policy's own")}
 		}
 	}
@@ -105,9 +113,9 @@ func (fluxPolicy) Apply(in *PolicyInput, plan *Plan) field.ErrorList {
 	gpus := gpusPerNode(resourcesPerNode(tj, c))
 
 	// The hosts, as Flux writes a host list: <job>-[0-N].
-	hosts := fmt.Sprintf("%s-[%s]", in.Trainer.Name, fluxRange(int64(in.NumNodes)))
+	hosts := fmt.Sprintf("%s-[%s]", in.Trainer.Name, fluxRange(int64(in.NumNodes())))
 	resources := "--cores=" + fluxRange(int64(tasks))
-	flags := fmt.Sprintf("-N %d -n %d", in.NumNodes, int64(tasks)*int64(in.NumNodes))
+	flags := fmt.Sprintf("-N %d -n %d", in.NumNodes(), int64(tasks)*int64(in.NumNodes()))
 	if gpus > 0 {
 		resources += " --gpu=" + fluxRange(gpus)
 		flags += fmt.Sprintf(" -g %d", gpus)
@@ -136,7 +144,7 @@ busytimeout = "50s"
 
 [sched-fluxion-qmanager]
 queue-policy = "%[6]s"
-`, fluxInstallPath, settings["FLUX_NETWORK_DEVICE"], in.Subdomain, tj.Namespace, hosts, settings["FLUX_QUEUE_POLICY"])
+`, fluxInstallPath, settings["FLUX_NETWORK_DEVICE"], in.Subdomain(), tj.Namespace, hosts, settings["FLUX_QUEUE_POLICY"])
 
 	configMap := tj.Name + FluxEntrypointConfigMapSuffix
 	secret := tj.Name + FluxCurveSecretSuffix

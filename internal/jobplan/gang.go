@@ -53,6 +53,17 @@ const (
 	VolcanoQueueAnnotation = "scheduling.volcano.sh/queue-name"
 )
 
+// podGroupPlugin is the runtime's podGroupPolicy (applyPodGroupPolicy).
+type podGroupPlugin struct{}
+
+func (podGroupPlugin) Name() string { return "podGroup" }
+
+func (podGroupPlugin) Validate(*Input) field.ErrorList { return nil }
+
+func (podGroupPlugin) Contribute(in *Input, plan *Plan) field.ErrorList {
+	return applyPodGroupPolicy(in.TrainJob, in.Runtime, plan)
+}
+
 // applyPodGroupPolicy makes the PodGroup of the runtime's podGroupPolicy, as
 // Kubeflow Trainer v2.3 makes it, named after the TrainJob and owned by it,
 // and names it on every Pod: a label for coscheduling, an annotation for

@@ -26,6 +26,31 @@ import (
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
 )
 
+// initializerPlugin is the TrainJob's spec.initializer, on the runtime's
+// initializer steps (applyInitializers), which must be one Job each, as in
+// Kubeflow Trainer.
+type initializerPlugin struct{}
+
+func (initializerPlugin) Name() string { return "initializer" }
+
+func (initializerPlugin) Validate(in *Input) field.ErrorList {
+	var errs field.ErrorList
+	rjobs := in.Runtime.Spec.Template.Spec.ReplicatedJobs
+	for i := range rjobs {
+		if step := rjobs[i].Template.Labels[trainer.AncestorStepLabel]; (step == trainer.DatasetInitializerStep || step == trainer.ModelInitializerStep) && replicasOf(rjobs[i]) != 1 {
+			errs = append(errs, field.Invalid(in.replicatedJobsPath().Index(i).Child("replicas"), rjobs[i].Replicas,
+				fmt.Sprintf("the %s step must have exactly 1 replica, as in Kubeflow Trainer", step)))
+		}
+	}
+	return errs
+}
+
+func (initializerPlugin) Contribute(in *Input, plan *Plan) field.ErrorList {
+	errs, warnings := applyInitializers(in.TrainJob, in.Runtime, plan)
+	plan.Warnings = append(plan.Warnings, warnings...)
+	return errs
+}
+
 // initializerStep is one of the initializer steps spec.initializer
 // configures: the replicated Job labelled (or, without such a label, named)
 // as the step, and its container of the same name.

@@ -34,29 +34,37 @@ const (
 	EnvJAXCoordinatorAddress = "JAX_COORDINATOR_ADDRESS"
 )
 
-// jaxPolicy is JAX distributed training (mlPolicy.jax), as Kubeflow Trainer
+// jaxPlugin is JAX distributed training (mlPolicy.jax), as Kubeflow Trainer
 // v2.3 runs it: one JAX process per node. When the TrainJob sets
 // spec.trainer, the trainer container gets the number of processes, its
 // own (the Pod's completion index) and the coordinator's address, node 0
 // on the trainer port, and that port. As under Kubeflow, a variable of
 // the same name the TrainJob sets wins.
-type jaxPolicy struct{}
+type jaxPlugin struct{}
 
-func (jaxPolicy) Name() string { return "jax" }
+func (jaxPlugin) Name() string { return "jax" }
 
-func (jaxPolicy) Selected(spec *trainer.TrainingRuntimeSpec) bool {
+func (jaxPlugin) selected(spec *trainer.TrainingRuntimeSpec) bool {
 	return spec.MLPolicy != nil && spec.MLPolicy.JAX != nil
 }
 
-func (jaxPolicy) SetsUpTrainer() bool { return true }
+func (p jaxPlugin) Validate(in *Input) field.ErrorList {
+	if !p.selected(in.Runtime.Spec) {
+		return nil
+	}
+	return checkFramework(in, p.Name())
+}
 
-func (jaxPolicy) Apply(in *PolicyInput, _ *Plan) field.ErrorList {
+func (p jaxPlugin) Contribute(in *Input, _ *Plan) field.ErrorList {
+	if !p.selected(in.Runtime.Spec) || in.Container == nil {
+		return nil
+	}
 	t, c := in.TrainJob.Spec.Trainer, in.Container
 	if t == nil {
 		return nil
 	}
 	c.Env = mergeEnv(mergeEnv(c.Env, []corev1.EnvVar{
-		{Name: EnvJAXNumProcesses, Value: strconv.Itoa(int(in.NumNodes))},
+		{Name: EnvJAXNumProcesses, Value: strconv.Itoa(int(in.NumNodes()))},
 		completionIndexEnv(EnvJAXProcessID),
 		{Name: EnvJAXCoordinatorAddress, Value: fmt.Sprintf("%s:%d", node0(in), TrainerPort)},
 	}), t.Env)

@@ -86,7 +86,7 @@ var (
 	}
 )
 
-// mpiPolicy is MPI training (mlPolicy.mpi) with OpenMPI, as Kubeflow Trainer
+// mpiPlugin is MPI training (mlPolicy.mpi) with OpenMPI, as Kubeflow Trainer
 // v2.3 runs the DeepSpeed and MLX runtimes. The trainer step is the
 // launcher, which runs mpirun; the replicated Job node holds the nodes,
 // numNodes of them, or numNodes - 1 (at least 1) when the launcher is a node
@@ -96,30 +96,39 @@ var (
 // each node's DNS name with its slots, and the OMPI_MCA_* environment that
 // points mpirun at it. The TrainJob's env and resourcesPerNode go to the
 // node containers of both; its image, command and args to the launcher's.
-type mpiPolicy struct{}
+type mpiPlugin struct{}
 
-func (mpiPolicy) Name() string { return "mpi" }
+func (mpiPlugin) Name() string { return "mpi" }
 
-func (mpiPolicy) Selected(spec *trainer.TrainingRuntimeSpec) bool {
+func (mpiPlugin) selected(spec *trainer.TrainingRuntimeSpec) bool {
 	return spec.MLPolicy != nil && spec.MLPolicy.MPI != nil
-}
-
-func (mpiPolicy) SetsUpTrainer() bool { return true }
-
-// podCounts: the launcher is one Pod, the nodes are the rest.
-func (mpiPolicy) podCounts(spec *trainer.TrainingRuntimeSpec, trainerStep int, numNodes int32) map[string]int32 {
-	nodes := numNodes
-	if runLauncherAsNode(spec) {
-		nodes = max(numNodes-1, 1)
-	}
-	return map[string]int32{spec.Template.Spec.ReplicatedJobs[trainerStep].Name: 1, MPINodeStep: nodes}
 }
 
 func runLauncherAsNode(spec *trainer.TrainingRuntimeSpec) bool {
 	return ptr.Deref(spec.MLPolicy.MPI.RunLauncherAsNode, false)
 }
 
-func (p mpiPolicy) Apply(in *PolicyInput, plan *Plan) field.ErrorList {
+// Validate decides the Pods: the launcher is one, the nodes are the rest.
+func (p mpiPlugin) Validate(in *Input) field.ErrorList {
+	if !p.selected(in.Runtime.Spec) {
+		return nil
+	}
+	if errs := checkFramework(in, p.Name()); len(errs) > 0 {
+		return errs
+	}
+	nodes := in.NumNodes()
+	if runLauncherAsNode(in.Runtime.Spec) {
+		nodes = max(nodes-1, 1)
+	}
+	launcher := in.Runtime.Spec.Template.Spec.ReplicatedJobs[in.TrainerStep()].Name
+	in.PodCounts = map[string]int32{launcher: 1, MPINodeStep: nodes}
+	return nil
+}
+
+func (p mpiPlugin) Contribute(in *Input, plan *Plan) field.ErrorList {
+	if !p.selected(in.Runtime.Spec) || in.Container == nil {
+		return nil
+	}
 	t, rt, mpi := in.TrainJob.Spec.Trainer, in.Runtime, in.Runtime.Spec.MLPolicy.MPI
 	var errs field.ErrorList
 	if t != nil {
@@ -137,9 +146,9 @@ func (p mpiPolicy) Apply(in *PolicyInput, plan *Plan) field.ErrorList {
 			nodeJobs = append(nodeJobs, job)
 		}
 	}
-	if len(nodeJobs) == 0 && (!asNode || in.NumNodes > 1) {
+	if len(nodeJobs) == 0 && (!asNode || in.NumNodes() > 1) {
 		errs = append(errs, field.Required(rt.path().Child("template", "spec", "replicatedJobs"), fmt.Sprintf(
-			"the mpi policy needs a replicated Job named %q besides the launcher %q for its %d nodes", MPINodeStep, launcher, in.NumNodes)))
+			"the mpi policy needs a replicated Job named %q besides the launcher %q for its %d nodes", MPINodeStep, launcher, in.NumNodes())))
 	}
 	var nodeContainers []*corev1.Container
 	for _, job := range nodeJobs {
@@ -197,7 +206,7 @@ func (p mpiPolicy) Apply(in *PolicyInput, plan *Plan) field.ErrorList {
 			continue
 		}
 		for pod := range ptr.Deref(job.Spec.Completions, 1) {
-			fmt.Fprintf(&hosts, "%s-%d.%s slots=%d\n", job.Name, pod, in.Subdomain, slots)
+			fmt.Fprintf(&hosts, "%s-%d.%s slots=%d\n", job.Name, pod, in.Subdomain(), slots)
 		}
 	}
 	plan.ConfigMaps = append(plan.ConfigMaps, &corev1.ConfigMap{
@@ -218,7 +227,7 @@ func (p mpiPolicy) Apply(in *PolicyInput, plan *Plan) field.ErrorList {
 // mpiSlots is the number of processes per node: the TrainJob's
 // numProcPerNode, else the runtime's; when that is 1, the number of GPUs
 // per node if there are more, as Kubeflow Trainer v2.3 counts them.
-func mpiSlots(in *PolicyInput) int32 {
+func mpiSlots(in *Input) int32 {
 	t := in.TrainJob.Spec.Trainer
 	if t != nil && t.NumProcPerNode != nil {
 		return *t.NumProcPerNode

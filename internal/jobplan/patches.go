@@ -29,6 +29,21 @@ import (
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
 )
 
+// patchesPlugin applies the TrainJob's changes to its runtime (patchedSpec)
+// before any other plugin reads it, and refuses those the runtime cannot
+// take.
+type patchesPlugin struct{}
+
+func (patchesPlugin) Name() string { return "patches" }
+
+func (patchesPlugin) Validate(in *Input) field.ErrorList {
+	spec, errs := patchedSpec(in.Runtime.Spec, &in.TrainJob.Spec)
+	in.Runtime.Spec = spec
+	return errs
+}
+
+func (patchesPlugin) Contribute(*Input, *Plan) field.ErrorList { return nil }
+
 // patchSource is one change to a TrainJob's runtime: a runtime patch, or a
 // Kubeflow v2.0 or v2.1 override written as one, with the paths of the
 // fields it comes from, for errors.

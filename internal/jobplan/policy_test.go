@@ -17,24 +17,44 @@ limitations under the License.
 package jobplan
 
 import (
+	"slices"
 	"testing"
 
+	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
 	utiltesting "github.com/trainjob-operator/trainjob-operator/internal/util/testing"
 )
 
-func TestPolicyOf(t *testing.T) {
+// frameworkPlugin is an ML framework's plugin.
+type frameworkPlugin interface {
+	Plugin
+	selected(spec *trainer.TrainingRuntimeSpec) bool
+}
+
+// Each framework's plugin acts on the runtimes that select it, and none on
+// a runtime that selects no framework.
+func TestFrameworkSelected(t *testing.T) {
 	cases := map[string]struct {
-		spec *utiltesting.RuntimeSpecWrapper
-		want string
+		spec *trainer.TrainingRuntimeSpec
+		want []string
 	}{
-		"torch":                {spec: utiltesting.MakeRuntimeSpec().Torch(), want: "torch"},
-		"numNodes only: plain": {spec: utiltesting.MakeRuntimeSpec().NumNodes(2), want: "plain"},
-		"no mlPolicy: plain":   {spec: utiltesting.MakeRuntimeSpec(), want: "plain"},
+		"torch":         {spec: utiltesting.MakeRuntimeSpec().Torch().Obj(), want: []string{"torch"}},
+		"mpi":           {spec: &trainer.TrainingRuntimeSpec{MLPolicy: &trainer.MLPolicy{MPI: &trainer.MPIMLPolicySource{}}}, want: []string{"mpi"}},
+		"jax":           {spec: &trainer.TrainingRuntimeSpec{MLPolicy: &trainer.MLPolicy{JAX: &trainer.JAXMLPolicySource{}}}, want: []string{"jax"}},
+		"xgboost":       {spec: &trainer.TrainingRuntimeSpec{MLPolicy: &trainer.MLPolicy{XGBoost: &trainer.XGBoostMLPolicySource{}}}, want: []string{"xgboost"}},
+		"flux":          {spec: &trainer.TrainingRuntimeSpec{MLPolicy: &trainer.MLPolicy{Flux: &trainer.FluxMLPolicySource{}}}, want: []string{"flux"}},
+		"numNodes only": {spec: utiltesting.MakeRuntimeSpec().NumNodes(2).Obj()},
+		"no mlPolicy":   {spec: utiltesting.MakeRuntimeSpec().Obj()},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			if got := policyOf(tc.spec.Obj()).Name(); got != tc.want {
-				t.Errorf("policy %q, want %q", got, tc.want)
+			var got []string
+			for _, p := range plugins {
+				if f, ok := p.(frameworkPlugin); ok && f.selected(tc.spec) {
+					got = append(got, f.Name())
+				}
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("plugins %q act, want %q", got, tc.want)
 			}
 		})
 	}

@@ -18,7 +18,6 @@ package jobplan
 
 import (
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 
@@ -29,8 +28,8 @@ import (
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
 )
 
-// The order in which a TrainJob's steps start, and when it is Complete,
-// as JobSet v0.12 decides them for a JobSet.
+// The order in which a TrainJob's steps start, and the Pod that coordinates
+// them, as JobSet v0.12 decides them for a JobSet.
 
 // dependsOn returns what step i of spec waits for: its dependsOn, or with
 // startupPolicy InOrder the step before it, Ready (JobSet starts each
@@ -44,19 +43,11 @@ func dependsOn(spec *trainer.TrainingRuntimeSpec, i int) []trainer.DependsOn {
 	return slices.Clone(rjobs[i].DependsOn)
 }
 
-// successPolicy is the runtime's successPolicy, or JobSet's default: All,
-// of every step.
-func successPolicy(spec *trainer.TrainingRuntimeSpec) trainer.SuccessPolicy {
-	if p := spec.Template.Spec.SuccessPolicy; p != nil {
-		return *p.DeepCopy()
-	}
-	return trainer.SuccessPolicy{Operator: trainer.OperatorAll}
-}
-
 // coordinatorOf returns the DNS name of the Pod the runtime's coordinator
 // names, "" when it names none: <trainjob>-<replicated Job>-<job
 // index>-<pod index>.<subdomain>, as JobSet writes it.
-func coordinatorOf(trainJob *trainer.TrainJob, spec *trainer.TrainingRuntimeSpec, numNodes int32, trainerIdx int, path *field.Path) (string, *field.Error) {
+func coordinatorOf(in *Input) (string, *field.Error) {
+	spec, path := in.Runtime.Spec, in.templatePath().Child("coordinator")
 	c := spec.Template.Spec.Coordinator
 	if c == nil {
 		return "", nil
@@ -70,14 +61,13 @@ func coordinatorOf(trainJob *trainer.TrainJob, spec *trainer.TrainingRuntimeSpec
 		return "", field.Invalid(path.Child("jobIndex"), c.JobIndex, fmt.Sprintf("replicated Job %q has %d Job(s)", c.ReplicatedJob, replicasOf(rjobs[i])))
 	}
 	completions := ptr.Deref(rjobs[i].Template.Spec.Completions, 1)
-	if i == trainerIdx {
-		completions = numNodes
+	if i == in.TrainerStep() {
+		completions = in.NumNodes()
 	}
 	if c.PodIndex >= int(completions) {
 		return "", field.Invalid(path.Child("podIndex"), c.PodIndex, fmt.Sprintf("the Jobs of replicated Job %q have %d Pod(s)", c.ReplicatedJob, completions))
 	}
-	network := networkOf(spec)
-	name := fmt.Sprintf("%s-%s-%d-%d.%s", trainJob.Name, c.ReplicatedJob, c.JobIndex, c.PodIndex, Subdomain(trainJob, &network))
+	name := fmt.Sprintf("%s-%s-%d-%d.%s", in.TrainJob.Name, c.ReplicatedJob, c.JobIndex, c.PodIndex, in.Subdomain())
 	if errs := validation.IsValidLabelValue(name); len(errs) > 0 {
 		return "", field.Invalid(path, name, fmt.Sprintf("the coordinator's DNS name is not a valid label value (the TrainJob's name may be too long): %s", strings.Join(errs, "; ")))
 	}
@@ -98,32 +88,4 @@ func checkDependsOn(rjobs []trainer.ReplicatedJob, path *field.Path) field.Error
 		}
 	}
 	return errs
-}
-
-// failurePolicy returns the runtime's failurePolicy with every rule named
-// (failurePolicyRule<index> when it has no name, as JobSet names them), nil
-// if it has none. A message pattern that is not a valid regular expression
-// is refused: JobSet would skip it at every failure.
-func failurePolicy(spec *trainer.TrainingRuntimeSpec, path *field.Path) (*trainer.FailurePolicy, field.ErrorList) {
-	p := spec.Template.Spec.FailurePolicy
-	if p == nil {
-		return nil, nil
-	}
-	out := p.DeepCopy()
-	if out.RestartStrategy == "" {
-		out.RestartStrategy = trainer.Recreate
-	}
-	var errs field.ErrorList
-	for i := range out.Rules {
-		r := &out.Rules[i]
-		if r.Name == "" {
-			r.Name = fmt.Sprintf("failurePolicyRule%d", i)
-		}
-		for k, pattern := range r.OnJobFailureMessagePatterns {
-			if _, err := regexp.Compile(pattern); err != nil {
-				errs = append(errs, field.Invalid(path.Child("rules").Index(i).Child("onJobFailureMessagePatterns").Index(k), pattern, err.Error()))
-			}
-		}
-	}
-	return out, errs
 }

@@ -50,7 +50,7 @@ const (
 
 var torchEnvNames = []string{EnvNumNodes, EnvNumProcPerNode, EnvNodeRank, EnvMasterAddr, EnvMasterPort}
 
-// torchPolicy is PyTorch distributed training (mlPolicy.torch), as Kubeflow
+// torchPlugin is PyTorch distributed training (mlPolicy.torch), as Kubeflow
 // Trainer v2.3 runs it. When the TrainJob sets spec.trainer, the trainer
 // container gets the PET_* environment torchrun reads — the number of nodes
 // and of processes per node, the node's rank (its completion index) and the
@@ -60,17 +60,25 @@ var torchEnvNames = []string{EnvNumNodes, EnvNumProcPerNode, EnvNodeRank, EnvMas
 // address (torchtune.go). The containers envInjection names get the whole
 // environment whether or not spec.trainer is set. The TrainJob may not set
 // those variables itself.
-type torchPolicy struct{}
+type torchPlugin struct{}
 
-func (torchPolicy) Name() string { return "torch" }
+func (torchPlugin) Name() string { return "torch" }
 
-func (torchPolicy) Selected(spec *trainer.TrainingRuntimeSpec) bool {
+func (torchPlugin) selected(spec *trainer.TrainingRuntimeSpec) bool {
 	return spec.MLPolicy != nil && spec.MLPolicy.Torch != nil
 }
 
-func (torchPolicy) SetsUpTrainer() bool { return true }
+func (p torchPlugin) Validate(in *Input) field.ErrorList {
+	if !p.selected(in.Runtime.Spec) {
+		return nil
+	}
+	return checkFramework(in, p.Name())
+}
 
-func (torchPolicy) Apply(in *PolicyInput, plan *Plan) field.ErrorList {
+func (p torchPlugin) Contribute(in *Input, plan *Plan) field.ErrorList {
+	if !p.selected(in.Runtime.Spec) || in.Container == nil {
+		return nil
+	}
 	t, rt := in.TrainJob.Spec.Trainer, in.Runtime
 	var errs field.ErrorList
 	tune := t != nil && isTorchtune(t.Command)
@@ -87,7 +95,7 @@ func (torchPolicy) Apply(in *PolicyInput, plan *Plan) field.ErrorList {
 
 	nproc := numProcPerNode(in.TrainJob, rt.Spec, in.Container)
 	env := []corev1.EnvVar{
-		{Name: EnvNumNodes, Value: strconv.Itoa(int(in.NumNodes))},
+		{Name: EnvNumNodes, Value: strconv.Itoa(int(in.NumNodes()))},
 		{Name: EnvNumProcPerNode, Value: nproc},
 		completionIndexEnv(EnvNodeRank),
 	}
@@ -115,8 +123,8 @@ func (torchPolicy) Apply(in *PolicyInput, plan *Plan) field.ErrorList {
 }
 
 // node0 is the DNS name of the first Pod of the trainer step: node 0.
-func node0(in *PolicyInput) string {
-	return fmt.Sprintf("%s-0.%s", in.Trainer.Name, in.Subdomain)
+func node0(in *Input) string {
+	return fmt.Sprintf("%s-0.%s", in.Trainer.Name, in.Subdomain())
 }
 
 // completionIndexEnv is the variable name holding the Pod's completion

@@ -120,7 +120,7 @@ func boolArg(args []string, item string) bool {
 // model Kubeflow's runtimes do not have, several nodes for any model but
 // the 70B one, LoRA on several nodes, QLoRA where torchtune has no config
 // for it, and args that set what the runtime sets.
-func checkTorchtune(in *PolicyInput) field.ErrorList {
+func checkTorchtune(in *Input) field.ErrorList {
 	t, rt := in.TrainJob.Spec.Trainer, in.Runtime
 	trainerPath := field.NewPath("spec", "trainer")
 	refPath := field.NewPath("spec", "runtimeRef", "name")
@@ -132,15 +132,15 @@ func checkTorchtune(in *PolicyInput) field.ErrorList {
 			strings.Join(torchtuneModels, ", "), model)))
 		return errs
 	}
-	if in.NumNodes > 1 && model != torchtuneLlama3_3_70B {
-		errs = append(errs, field.Invalid(trainerPath.Child("numNodes"), in.NumNodes, fmt.Sprintf(
+	if in.NumNodes() > 1 && model != torchtuneLlama3_3_70B {
+		errs = append(errs, field.Invalid(trainerPath.Child("numNodes"), in.NumNodes(), fmt.Sprintf(
 			"torchtune fine-tunes %s on one node only; only %s runs on several", model, torchtuneLlama3_3_70B)))
 	}
-	if in.NumNodes > 1 && (torchtuneLoRA(t.Args) || torchtuneQLoRA(t.Args)) {
-		errs = append(errs, field.Invalid(trainerPath.Child("numNodes"), in.NumNodes, "torchtune has no LoRA or QLoRA recipe for several nodes"))
+	if in.NumNodes() > 1 && (torchtuneLoRA(t.Args) || torchtuneQLoRA(t.Args)) {
+		errs = append(errs, field.Invalid(trainerPath.Child("numNodes"), in.NumNodes(), "torchtune has no LoRA or QLoRA recipe for several nodes"))
 	}
 	nproc := numProcPerNode(in.TrainJob, rt.Spec, in.Container)
-	_, config := torchtuneRecipe(model, in.NumNodes, nproc, gpusPerNode(resourcesPerNode(in.TrainJob, in.Container)), t.Args)
+	_, config := torchtuneRecipe(model, in.NumNodes(), nproc, gpusPerNode(resourcesPerNode(in.TrainJob, in.Container)), t.Args)
 	if strings.Contains(config, "_qlora") {
 		switch {
 		case model == torchtuneQwen2_5_1_5B:
@@ -162,17 +162,17 @@ func checkTorchtune(in *PolicyInput) field.ErrorList {
 // torchtuneCommand is the trainer command of a torchtune TrainJob: tune run,
 // the rendezvous endpoint (node 0) when it runs more than one process, the
 // recipe and config, and the runtime's own settings of the paths.
-func torchtuneCommand(in *PolicyInput, nproc string) []string {
+func torchtuneCommand(in *Input, nproc string) []string {
 	t := in.TrainJob.Spec.Trainer
 	gpus := gpusPerNode(resourcesPerNode(in.TrainJob, in.Container))
 	cmd := slices.Clone(t.Command)
-	if n, isInt := atoi(nproc); in.NumNodes > 1 || isInt && n > 1 || !isInt && gpus > 1 {
+	if n, isInt := atoi(nproc); in.NumNodes() > 1 || isInt && n > 1 || !isInt && gpus > 1 {
 		cmd = append(cmd, fmt.Sprintf("--rdzv_endpoint=%s:%d", node0(in), TrainerPort))
 	}
-	recipe, config := torchtuneRecipe(torchtuneModel(in.TrainJob.Spec.RuntimeRef.Name), in.NumNodes, nproc, gpus, t.Args)
+	recipe, config := torchtuneRecipe(torchtuneModel(in.TrainJob.Spec.RuntimeRef.Name), in.NumNodes(), nproc, gpus, t.Args)
 	cmd = append(cmd, recipe, "--config", config)
-	if in.TrainerStep >= 0 {
-		pod := &in.Runtime.Spec.Template.Spec.ReplicatedJobs[in.TrainerStep].Template.Spec.Template.Spec
+	if in.TrainerStep() >= 0 {
+		pod := &in.Runtime.Spec.Template.Spec.ReplicatedJobs[in.TrainerStep()].Template.Spec.Template.Spec
 		if i := slices.IndexFunc(pod.Containers, func(c corev1.Container) bool { return c.Name == trainer.TrainerContainerName }); i >= 0 {
 			for _, arg := range pod.Containers[i].Command {
 				if key, _, _ := strings.Cut(arg, "="); slices.Contains(torchtuneRuntimeSettings, key) {

@@ -38,20 +38,58 @@ func trainerContainer(job *batchv1.Job) *corev1.Container {
 	return &containers[ci]
 }
 
-// applyOverrides applies the TrainJob's trainer overrides (image, command,
-// args, env, resources) to the trainer container. The container must exist
-// when there are overrides, or when the policy sets it up.
-func applyOverrides(in *PolicyInput, policy MLPolicy) field.ErrorList {
-	t := in.TrainJob.Spec.Trainer
-	c := in.Container
-	if c == nil {
-		if t == nil && !policy.SetsUpTrainer() {
-			return nil
-		}
-		return field.ErrorList{field.Required(in.Path.Child("template", "spec", "template", "spec", "containers"), fmt.Sprintf(
-			"the trainer step of runtime %s/%s needs a container named %q to receive the trainer settings", in.Runtime.Kind, in.Runtime.Name, trainer.TrainerContainerName))}
+// trainerPlugin is the trainer step and the TrainJob's spec.trainer: it
+// finds the step (the replicated Job labelled as the trainer, or named
+// node), refuses a runtime with two, a trainer step of several Jobs, and
+// trainer settings with nowhere to go, and applies the settings (image,
+// command, args, env, resources) to the trainer container. The ML
+// framework plugins after it build on that container.
+type trainerPlugin struct{}
+
+func (trainerPlugin) Name() string { return "trainer" }
+
+func (trainerPlugin) Validate(in *Input) field.ErrorList {
+	rjobs := in.Runtime.Spec.Template.Spec.ReplicatedJobs
+	rjobsPath := in.replicatedJobsPath()
+	var errs field.ErrorList
+	i, err := trainerStep(rjobs, rjobsPath)
+	if err != nil {
+		errs = append(errs, err)
 	}
-	if t == nil {
+	t, rt := in.TrainJob.Spec.Trainer, in.Runtime
+	switch {
+	case i < 0 && t != nil:
+		errs = append(errs, field.Invalid(field.NewPath("spec", "trainer"), "{...}", fmt.Sprintf(
+			"runtime %s/%s has no trainer step (a replicated Job labelled %s=%s, or named %q) for the trainer overrides to apply to",
+			rt.Kind, rt.Name, trainer.AncestorStepLabel, trainer.TrainerStep, trainer.TrainerContainerName)))
+	case i < 0:
+	case replicasOf(rjobs[i]) != 1:
+		errs = append(errs, field.Invalid(rjobsPath.Index(i).Child("replicas"), rjobs[i].Replicas,
+			"the trainer step must have exactly 1 replica: its nodes are the Pods of that Job (set numNodes instead)"))
+	case t != nil && !hasTrainerContainer(in):
+		errs = append(errs, missingTrainerContainer(in))
+	}
+	return errs
+}
+
+func (trainerPlugin) Contribute(in *Input, plan *Plan) field.ErrorList {
+	i := in.TrainerStep()
+	if i < 0 {
+		return nil
+	}
+	name := in.Runtime.Spec.Template.Spec.ReplicatedJobs[i].Name
+	for _, job := range plan.Jobs {
+		if job.Labels[trainer.ReplicatedJobNameLabel] == name {
+			in.Trainer = job
+			break
+		}
+	}
+	if in.Trainer == nil {
+		return nil // its name is too long, as the jobs plugin reported
+	}
+	in.Container = trainerContainer(in.Trainer)
+	t, c := in.TrainJob.Spec.Trainer, in.Container
+	if t == nil || c == nil {
 		return nil
 	}
 	if t.Image != nil {
@@ -68,6 +106,49 @@ func applyOverrides(in *PolicyInput, policy MLPolicy) field.ErrorList {
 	}
 	c.Env = mergeEnv(c.Env, t.Env)
 	return nil
+}
+
+// trainerStep returns the index of the trainer step: the replicated Job
+// labelled as the trainer, or else the one named "node"; -1 if there is none.
+func trainerStep(rjobs []trainer.ReplicatedJob, path *field.Path) (int, *field.Error) {
+	found := -1
+	for i := range rjobs {
+		if rjobs[i].Template.Labels[trainer.AncestorStepLabel] != trainer.TrainerStep {
+			continue
+		}
+		if found >= 0 {
+			return -1, field.Invalid(path.Index(i).Child("template", "metadata", "labels"), trainer.TrainerStep,
+				fmt.Sprintf("only one replicated Job may be the trainer step; %q is one already", rjobs[found].Name))
+		}
+		found = i
+	}
+	if found >= 0 {
+		return found, nil
+	}
+	for i := range rjobs {
+		if rjobs[i].Name == trainer.TrainerContainerName {
+			return i, nil
+		}
+	}
+	return -1, nil
+}
+
+// hasTrainerContainer reports whether the runtime's trainer step has a
+// container named node.
+func hasTrainerContainer(in *Input) bool {
+	i := in.TrainerStep()
+	if i < 0 {
+		return false
+	}
+	containers := in.Runtime.Spec.Template.Spec.ReplicatedJobs[i].Template.Spec.Template.Spec.Containers
+	return slices.ContainsFunc(containers, func(c corev1.Container) bool { return c.Name == trainer.TrainerContainerName })
+}
+
+// missingTrainerContainer refuses a trainer step without a container named
+// node, which the trainer settings and every ML framework need.
+func missingTrainerContainer(in *Input) *field.Error {
+	return field.Required(in.TrainerPath().Child("template", "spec", "template", "spec", "containers"), fmt.Sprintf(
+		"the trainer step of runtime %s/%s needs a container named %q to receive the trainer settings", in.Runtime.Kind, in.Runtime.Name, trainer.TrainerContainerName))
 }
 
 // reservedEnv refuses the variables of env that an ML policy sets itself,

@@ -36,23 +36,31 @@ const (
 
 var xgboostEnvNames = []string{EnvDMLCTrackerURI, EnvDMLCTrackerPort, EnvDMLCTaskID, EnvDMLCNumWorker}
 
-// xgboostPolicy is XGBoost distributed training (mlPolicy.xgboost), as
+// xgboostPlugin is XGBoost distributed training (mlPolicy.xgboost), as
 // Kubeflow Trainer v2.3 runs it: node 0 runs the tracker on the trainer
 // port, and each node runs one worker per GPU, or one without GPUs. When
 // the TrainJob sets spec.trainer, the trainer container gets the tracker's
 // address and port, the node's rank (its completion index) and the number
 // of workers, and the port. The TrainJob may not set those variables.
-type xgboostPolicy struct{}
+type xgboostPlugin struct{}
 
-func (xgboostPolicy) Name() string { return "xgboost" }
+func (xgboostPlugin) Name() string { return "xgboost" }
 
-func (xgboostPolicy) Selected(spec *trainer.TrainingRuntimeSpec) bool {
+func (xgboostPlugin) selected(spec *trainer.TrainingRuntimeSpec) bool {
 	return spec.MLPolicy != nil && spec.MLPolicy.XGBoost != nil
 }
 
-func (xgboostPolicy) SetsUpTrainer() bool { return true }
+func (p xgboostPlugin) Validate(in *Input) field.ErrorList {
+	if !p.selected(in.Runtime.Spec) {
+		return nil
+	}
+	return checkFramework(in, p.Name())
+}
 
-func (xgboostPolicy) Apply(in *PolicyInput, _ *Plan) field.ErrorList {
+func (p xgboostPlugin) Contribute(in *Input, _ *Plan) field.ErrorList {
+	if !p.selected(in.Runtime.Spec) || in.Container == nil {
+		return nil
+	}
 	t, c := in.TrainJob.Spec.Trainer, in.Container
 	if t == nil {
 		return nil
@@ -65,7 +73,7 @@ func (xgboostPolicy) Apply(in *PolicyInput, _ *Plan) field.ErrorList {
 		{Name: EnvDMLCTrackerURI, Value: node0(in)},
 		{Name: EnvDMLCTrackerPort, Value: strconv.Itoa(int(TrainerPort))},
 		completionIndexEnv(EnvDMLCTaskID),
-		{Name: EnvDMLCNumWorker, Value: strconv.FormatInt(int64(in.NumNodes)*workersPerNode, 10)},
+		{Name: EnvDMLCNumWorker, Value: strconv.FormatInt(int64(in.NumNodes())*workersPerNode, 10)},
 	})
 	addPort(c, TrainerPort)
 	return nil
