@@ -184,9 +184,10 @@ func Build(trainJob *trainer.TrainJob, rt Runtime) (*Plan, error) {
 }
 
 // Planned is the TrainJob as its plan reads it: its name, namespace, UID,
-// labels, annotations but kubectl's last applied configuration, spec and
-// restart count, and nothing else. Build sees only these, so TrainJobs that
-// agree on them, and on their runtime, have the same plan.
+// labels, annotations but kubectl's last applied configuration, spec but
+// who made each runtime patch and when, and restart count; nothing else.
+// Build sees only these, so TrainJobs that agree on them, and on their
+// runtime, have the same plan.
 func Planned(tj *trainer.TrainJob) *trainer.TrainJob {
 	out := &trainer.TrainJob{
 		TypeMeta: tj.TypeMeta,
@@ -198,6 +199,9 @@ func Planned(tj *trainer.TrainJob) *trainer.TrainJob {
 		Status: trainer.TrainJobStatus{Restarts: tj.Status.Restarts},
 	}
 	delete(out.Annotations, lastAppliedAnnotation)
+	for i := range out.Spec.RuntimePatches {
+		out.Spec.RuntimePatches[i].Manager, out.Spec.RuntimePatches[i].Time = "", nil
+	}
 	return out
 }
 

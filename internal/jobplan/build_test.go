@@ -586,3 +586,22 @@ func envValue(job *batchv1.Job, name string) string {
 	}
 	return ""
 }
+
+// JobNames names the Jobs Build builds, without building them.
+func TestJobNamesAreBuildsJobs(t *testing.T) {
+	spec := utiltesting.MakeRuntimeSpec().ReplicatedJobs(
+		utiltesting.MakeReplicatedJob("init").Replicas(2).Obj(),
+		utiltesting.MakeReplicatedJob("node").Trainer().Obj(),
+	).Torch().Obj()
+	plan, err := Build(utiltesting.MakeTrainJob("tj", "ns").NumNodes(3).Obj(), Runtime{Kind: trainer.ClusterTrainingRuntimeKind, Name: "rt", Spec: spec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var built []string
+	for _, job := range plan.Jobs {
+		built = append(built, job.Name)
+	}
+	if diff := cmp.Diff(built, JobNames("tj", spec)); diff != "" {
+		t.Errorf("JobNames (-Build's +JobNames):\n%s", diff)
+	}
+}

@@ -82,6 +82,19 @@ func (jobsPlugin) Contribute(in *Input, plan *Plan) field.ErrorList {
 	return errs
 }
 
+// JobNames are the names of the Jobs of TrainJob trainJob on a runtime of
+// spec, step by step and replica by replica, as Build names them: runtime
+// patches change neither the replicated Jobs' names nor their replicas.
+func JobNames(trainJob string, spec *trainer.TrainingRuntimeSpec) []string {
+	var names []string
+	for _, rjob := range spec.Template.Spec.ReplicatedJobs {
+		for r := range replicasOf(rjob) {
+			names = append(names, JobName(trainJob, rjob.Name, r))
+		}
+	}
+	return names
+}
+
 func replicasOf(rjob trainer.ReplicatedJob) int32 {
 	if rjob.Replicas < 1 {
 		return 1

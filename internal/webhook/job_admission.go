@@ -49,9 +49,9 @@ var policyKinds = []schema.GroupKind{
 }
 
 // jobAdmission tells whether the API server's answer to the dry-run
-// creation of a TrainJob's Jobs depends on their shape alone (see shape):
+// creation of a TrainJob's Jobs depends on their class alone (see jobsClass):
 // whether Kubernetes' own validation of Jobs alone may answer it. Other
-// admission may look at what a shape leaves out (an admission webhook or
+// admission may look at what a class leaves out (an admission webhook or
 // policy at the Jobs' names, labels or the objects of the cluster), or
 // answers otherwise as time goes (a quota on the number of Jobs). Built-in
 // admission plugins that read other objects than the Job do not refuse
@@ -202,7 +202,7 @@ func policyMayAdmitJobs(policy map[string]any) bool {
 // mayAdmitJobs reports whether rules may match the creation of a Job, at
 // any version (a webhook's matchPolicy Equivalent sends it the requests of
 // other versions of a resource too), whatever its selectors and match
-// conditions say (they may look at what a shape leaves out).
+// conditions say (they may look at what a class leaves out).
 func mayAdmitJobs(rules []admissionregistrationv1.RuleWithOperations) bool {
 	return slices.ContainsFunc(rules, func(r admissionregistrationv1.RuleWithOperations) bool {
 		return (slices.Contains(r.Operations, admissionregistrationv1.Create) || slices.Contains(r.Operations, admissionregistrationv1.OperationAll)) &&

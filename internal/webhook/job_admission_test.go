@@ -77,7 +77,7 @@ func quota(ns string, hard corev1.ResourceList) *corev1.ResourceQuota {
 	return &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "q", Namespace: ns}, Spec: corev1.ResourceQuotaSpec{Hard: hard}}
 }
 
-// The shape stands in for Kubernetes' validation of Jobs only: while an
+// The class stands in for Kubernetes' validation of Jobs only: while an
 // admission webhook or policy may admit the creation of Jobs, or a quota
 // counts the namespace's Jobs, every TrainJob is dry-run. Admission of
 // other operations, resources or namespaces leaves it standing in.
@@ -150,7 +150,7 @@ func TestValidateCreateDryRunsEachTimeOtherAdmissionMayAnswer(t *testing.T) {
 			var d dryRuns
 			v := validator(t, d.funcs(), append(tc.admission, torch)...)
 			now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
-			v.shapes = newAcceptedShapes(func() time.Time { return now })
+			v.classes = newAcceptedClasses(clockFunc(func() time.Time { return now }))
 			for _, name := range []string{"run-a1", "run-b2", "run-c3"} {
 				if warnings, err := v.ValidateCreate(context.Background(), utiltesting.MakeTrainJob(name, "ns").UID("u-"+name).Obj()); err != nil || len(warnings) > 0 {
 					t.Fatalf("ValidateCreate(%s) = %q, %v; want it accepted", name, warnings, err)
@@ -161,7 +161,7 @@ func TestValidateCreateDryRunsEachTimeOtherAdmissionMayAnswer(t *testing.T) {
 				want = []string{"run-a1-node-0", "run-b2-node-0", "run-c3-node-0"}
 			}
 			if diff := cmp.Diff(want, d.take()); diff != "" {
-				t.Errorf("Jobs dry-run of 3 TrainJobs of one shape (-want +got):\n%s", diff)
+				t.Errorf("Jobs dry-run of 3 TrainJobs of one class (-want +got):\n%s", diff)
 			}
 		})
 	}
@@ -190,7 +190,7 @@ func TestValidateCreateDryRunsEachTimeUntilAdmissionIsRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got := d.take(); len(got) > 0 {
-		t.Errorf("dry-ran %q once synced, after an acceptance of the shape; want none", got)
+		t.Errorf("dry-ran %q once synced, after an acceptance of the class; want none", got)
 	}
 }
 

@@ -32,6 +32,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -70,10 +71,10 @@ type TrainJobValidator struct {
 	// jobs asks the API server, with dry-run creations, whether it would
 	// accept the Jobs of a new TrainJob.
 	jobs client.Writer
-	// shapes are those the API server accepted lately: a TrainJob of one
-	// of them is not dry-run again, while admission finds that nothing
-	// but Kubernetes' validation of Jobs could answer.
-	shapes *acceptedShapes
+	// classes are those whose Jobs the API server accepted lately: a
+	// TrainJob of one of them is not dry-run again, while admission finds
+	// that nothing but Kubernetes' validation of Jobs could answer.
+	classes *acceptedClasses
 	// admission tells what else could answer a dry run of Jobs.
 	admission *jobAdmission
 }
@@ -83,7 +84,7 @@ var _ admission.Validator[*trainer.TrainJob] = (*TrainJobValidator)(nil)
 // NewTrainJobValidator returns a validator reading runtimes through reader
 // and dry-running the creation of child Jobs through jobs.
 func NewTrainJobValidator(reader client.Reader, jobs client.Writer) *TrainJobValidator {
-	return &TrainJobValidator{reader: reader, jobs: jobs, shapes: newAcceptedShapes(time.Now), admission: newJobAdmission(reader)}
+	return &TrainJobValidator{reader: reader, jobs: jobs, classes: newAcceptedClasses(clock.RealClock{}), admission: newJobAdmission(reader)}
 }
 
 // SetupWithManager registers the webhook with mgr's webhook server, and the
@@ -138,7 +139,7 @@ func patchesChanged(oldTJ, newTJ *trainer.TrainJob) bool {
 // validatePatches refuses changed runtime patches that the TrainJob's
 // runtime cannot take (a replicated Job or container it lacks, env on the
 // trainer container), as at creation: they would otherwise only be found
-// when the TrainJob resumes. Once the TrainJob has Jobs (its shape is
+// when the TrainJob resumes. Once the TrainJob has Jobs (their steps are
 // pinned in its status), it refuses a change to more than their Pods'
 // scheduling directives too: Kubernetes lets nothing else of an existing
 // Job's Pods change, so the change would never reach them.
@@ -261,7 +262,7 @@ func (v *TrainJobValidator) plan(ctx context.Context, tj *trainer.TrainJob) (job
 // are one a dash-prefix of the other can collide: those are read, by name
 // and through dashPrefixIndex, not every TrainJob of the namespace.
 // Another TrainJob's Jobs are those pinned in its status, or, before it
-// has any, those its runtime gives it.
+// has any, those its runtime gives it (read from the cache).
 func (v *TrainJobValidator) nameCollisions(ctx context.Context, tj *trainer.TrainJob, plan *jobplan.Plan) (admission.Warnings, field.ErrorList) {
 	others, err := v.dashRelatives(ctx, tj)
 	if err != nil {
@@ -340,14 +341,7 @@ func (v *TrainJobValidator) jobNames(ctx context.Context, tj *trainer.TrainJob) 
 	if err != nil {
 		return nil
 	}
-	plan, err := jobplan.Build(tj, rt)
-	if err != nil {
-		return nil
-	}
-	for _, job := range plan.Jobs {
-		names = append(names, job.Name)
-	}
-	return names
+	return jobplan.JobNames(tj.Name, rt.Spec)
 }
 
 // dryRunJobs asks the API server to validate the first Job of each
@@ -361,30 +355,30 @@ func (v *TrainJobValidator) jobNames(ctx context.Context, tj *trainer.TrainJob) 
 // The API server's warnings on the Jobs (Pod Security admission's on their
 // Pod template, for one) are given with the TrainJob's.
 //
-// A TrainJob of a shape whose Jobs the API server accepted lately (a burst
+// A TrainJob of a class whose Jobs the API server accepted lately (a burst
 // of TrainJobs alike but for their names) is accepted without asking again
-// (see shape), and so without the warnings only its own names could meet
-// (a leftover Job of the same name: the controller reports it, NameTaken).
-// That stands in only for Kubernetes' validation of Jobs, which depends on
-// the shape alone: while anything else could answer (an admission webhook
-// or policy on Jobs, a quota on their number in the namespace), every
-// TrainJob is dry-run, and nothing is remembered. An acceptance with
-// warnings is not remembered either: the next TrainJob of the shape is
-// dry-run again, and gets them too.
+// (see jobsClass), and so without the warnings only its own names could
+// meet (a leftover Job of the same name: the controller reports it,
+// NameTaken). That stands in only for Kubernetes' validation of Jobs, which
+// depends on the class alone: while anything else could answer (an
+// admission webhook or policy on Jobs, a quota on their number in the
+// namespace), every TrainJob is dry-run, and nothing is remembered. An
+// acceptance with warnings is not remembered either: the next TrainJob of
+// the class is dry-run again, and gets them too.
 func (v *TrainJobValidator) dryRunJobs(ctx context.Context, tj *trainer.TrainJob, rt jobplan.Runtime, plan *jobplan.Plan) (admission.Warnings, field.ErrorList) {
-	var s shape
+	var c jobsClass
 	known := false
 	if other := v.admission.otherAnswer(ctx, tj.Namespace); other == "" {
-		s, known = shapeOf(tj, rt)
+		c, known = classOf(tj, rt)
 	} else {
-		ctrl.LoggerFrom(ctx).V(5).Info("Dry-running the TrainJob's Jobs whatever their shape", "trainJob", klog.KObj(tj), "admission", other)
+		ctrl.LoggerFrom(ctx).V(5).Info("Dry-running the TrainJob's Jobs whatever their class", "trainJob", klog.KObj(tj), "admission", other)
 	}
-	if known && v.shapes.accepted(s) {
+	if known && v.classes.accepted(c) {
 		return nil, nil
 	}
 	warnings, errs := v.dryRunFirstJobs(ctx, rt, plan)
 	if known && len(warnings) == 0 && len(errs) == 0 {
-		v.shapes.accept(s)
+		v.classes.accept(c)
 	}
 	return warnings, errs
 }

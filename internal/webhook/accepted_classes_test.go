@@ -71,10 +71,10 @@ func (d *dryRuns) take() []string {
 }
 
 // A burst of TrainJobs alike but for their names is dry-run once: the API
-// server's answer for the first stands for the others of its shape. Any
+// server's answer for the first stands for the others of its class. Any
 // difference that can change the answer (the length of the name, the kind
 // of a character, the namespace, the spec) is dry-run again.
-func TestValidateCreateDryRunsEachShapeOnce(t *testing.T) {
+func TestValidateCreateDryRunsEachClassOnce(t *testing.T) {
 	torch := utiltesting.MakeRuntimeSpec().Torch().ClusterRuntime("torch-distributed")
 	base := func(name string) *utiltesting.TrainJobWrapper {
 		return utiltesting.MakeTrainJob(name, "ns").NumNodes(2).UID(fmt.Sprintf("uid-of-%s", name))
@@ -91,7 +91,7 @@ func TestValidateCreateDryRunsEachShapeOnce(t *testing.T) {
 		first, then *trainer.TrainJob
 		wantAgain   bool
 	}{
-		"another name of the same shape": {
+		"another name of the same class": {
 			first: base("run-a1").Obj(), then: base("job-q7").Obj(),
 		},
 		"patches stamped at other times": {
@@ -120,7 +120,7 @@ func TestValidateCreateDryRunsEachShapeOnce(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			var d dryRuns
 			v := validator(t, d.funcs(), torch)
-			v.shapes = newAcceptedShapes(func() time.Time { return now })
+			v.classes = newAcceptedClasses(clockFunc(func() time.Time { return now }))
 			for _, tj := range []*trainer.TrainJob{tc.first, tc.then} {
 				if warnings, err := v.ValidateCreate(context.Background(), tj); err != nil || len(warnings) > 0 {
 					t.Fatalf("ValidateCreate(%s) = %q, %v; want no warning and no error", tj.Name, warnings, err)
@@ -139,9 +139,9 @@ func TestValidateCreateDryRunsEachShapeOnce(t *testing.T) {
 }
 
 // Only an acceptance is remembered: a refusal, or a dry run that could not
-// answer, is asked again for the next TrainJob of the shape, which gets the
+// answer, is asked again for the next TrainJob of the class, which gets the
 // API server's answer in its own name. An acceptance stands for
-// acceptedShapeTTL.
+// acceptedClassTTL.
 func TestValidateCreateRemembersOnlyAcceptances(t *testing.T) {
 	torch := utiltesting.MakeRuntimeSpec().Torch().ClusterRuntime("torch-distributed")
 	var refusal error
@@ -156,7 +156,7 @@ func TestValidateCreateRemembersOnlyAcceptances(t *testing.T) {
 	}}
 	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 	v := validator(t, d.funcs(), torch)
-	v.shapes = newAcceptedShapes(func() time.Time { return now })
+	v.classes = newAcceptedClasses(clockFunc(func() time.Time { return now }))
 	create := func(name string) (warnings []string, err error) {
 		w, err := v.ValidateCreate(context.Background(), utiltesting.MakeTrainJob(name, "ns").UID("u-"+name).Obj())
 		return w, err
@@ -183,12 +183,12 @@ func TestValidateCreateRemembersOnlyAcceptances(t *testing.T) {
 		}
 	}
 	if got := d.take(); strings.Join(got, ",") != "tj-d-node-0" {
-		t.Errorf("dry-ran %q, want tj-d-node-0 alone (tj-e is of its shape)", got)
+		t.Errorf("dry-ran %q, want tj-d-node-0 alone (tj-e is of its class)", got)
 	}
-	now = now.Add(acceptedShapeTTL - time.Nanosecond)
+	now = now.Add(acceptedClassTTL)
 	refusal = errors.New("not asked")
 	if _, err := create("tj-f"); err != nil {
-		t.Errorf("ValidateCreate(tj-f) just before the acceptance expires = %v, want it accepted unasked", err)
+		t.Errorf("ValidateCreate(tj-f) as the acceptance expires = %v, want it accepted unasked", err)
 	}
 	now = now.Add(time.Nanosecond)
 	refusal = jobInvalid("")
@@ -200,33 +200,40 @@ func TestValidateCreateRemembersOnlyAcceptances(t *testing.T) {
 	}
 }
 
-// The shapes remembered stay within maxAcceptedShapes: expired ones go
-// first, then the one that expires soonest.
-func TestAcceptedShapesBounded(t *testing.T) {
+// The classes remembered stay within maxAcceptedClasses: over the bound,
+// the least recently used goes; all go once acceptedClassTTL has passed.
+func TestAcceptedClassesBounded(t *testing.T) {
 	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
-	a := newAcceptedShapes(func() time.Time { return now })
-	shapeN := func(i int) shape { return shape{byte(i), byte(i >> 8)} }
-	for i := range maxAcceptedShapes {
-		a.accept(shapeN(i))
+	a := newAcceptedClasses(clockFunc(func() time.Time { return now }))
+	classN := func(i int) jobsClass { return jobsClass{byte(i), byte(i >> 8)} }
+	for i := range maxAcceptedClasses {
+		a.accept(classN(i))
 		now = now.Add(time.Millisecond)
 	}
-	a.accept(shapeN(maxAcceptedShapes))
-	if len(a.expires) != maxAcceptedShapes {
-		t.Fatalf("%d shapes remembered, want %d", len(a.expires), maxAcceptedShapes)
+	if !a.accepted(classN(0)) {
+		t.Fatalf("class 0 not remembered within the bound")
 	}
-	if a.accepted(shapeN(0)) || !a.accepted(shapeN(1)) || !a.accepted(shapeN(maxAcceptedShapes)) {
-		t.Errorf("over the bound, the shape that expires first is not the one dropped")
+	a.accept(classN(maxAcceptedClasses))
+	if n := len(a.cache.Keys()); n != maxAcceptedClasses {
+		t.Fatalf("%d classes remembered, want %d", n, maxAcceptedClasses)
 	}
-	now = now.Add(acceptedShapeTTL)
-	a.accept(shapeN(maxAcceptedShapes + 1))
-	if len(a.expires) != 1 {
-		t.Errorf("%d shapes remembered once all but the new one expired, want 1", len(a.expires))
+	if !a.accepted(classN(0)) || a.accepted(classN(1)) || !a.accepted(classN(maxAcceptedClasses)) {
+		t.Errorf("over the bound, the least recently used class (1) is not the one dropped")
+	}
+	now = now.Add(acceptedClassTTL + time.Second)
+	if a.accepted(classN(maxAcceptedClasses)) || len(a.cache.Keys()) != 0 {
+		t.Errorf("classes remembered after acceptedClassTTL")
 	}
 }
 
+// clockFunc is a clock that reads the time from a function.
+type clockFunc func() time.Time
+
+func (f clockFunc) Now() time.Time { return f() }
+
 // The API server's warnings on a dry-run Job (Pod Security admission's on
 // its Pod template) are given with the TrainJob's, and an acceptance with
-// warnings is not remembered: every TrainJob of the shape is dry-run and
+// warnings is not remembered: every TrainJob of the class is dry-run and
 // gets them.
 func TestValidateCreateGivesDryRunWarningsEveryTime(t *testing.T) {
 	torch := utiltesting.MakeRuntimeSpec().Torch().ClusterRuntime("torch-distributed")
@@ -239,7 +246,7 @@ func TestValidateCreateGivesDryRunWarningsEveryTime(t *testing.T) {
 	}}
 	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 	v := validator(t, funcs, torch)
-	v.shapes = newAcceptedShapes(func() time.Time { return now })
+	v.classes = newAcceptedClasses(clockFunc(func() time.Time { return now }))
 	for _, name := range []string{"run-a1", "run-b2", "run-c3"} {
 		warnings, err := v.ValidateCreate(context.Background(), utiltesting.MakeTrainJob(name, "ns").UID("u-"+name).Obj())
 		want := []string{fmt.Sprintf(`the API server warns of Job %s-node-0 of replicated Job "node" (dry run): %s`, name, psa)}
