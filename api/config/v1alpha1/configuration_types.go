@@ -18,11 +18,7 @@ package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 )
-
-// GroupVersion is the group and version of the Configuration.
-var GroupVersion = schema.GroupVersion{Group: "config.trainer.kubeflow.org", Version: "v1alpha1"}
 
 // +kubebuilder:object:root=true
 

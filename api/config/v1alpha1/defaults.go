@@ -20,6 +20,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 )
 
@@ -41,9 +42,16 @@ const (
 	DefaultWebhookConfigurationName = "trainjob-operator"
 )
 
+// RegisterDefaults makes SetDefaults the scheme's defaulting function for
+// the Configuration, which decoders of the scheme's codecs apply.
+func RegisterDefaults(s *runtime.Scheme) error {
+	s.AddTypeDefaultingFunc(&Configuration{}, func(obj any) { SetDefaults(obj.(*Configuration)) })
+	return nil
+}
+
 // SetDefaults fills in every field left out of c.
 func SetDefaults(c *Configuration) {
-	c.APIVersion, c.Kind = GroupVersion.String(), "Configuration"
+	c.APIVersion, c.Kind = GroupVersion.String(), Kind
 	if c.LeaderElection == nil {
 		c.LeaderElection = &LeaderElection{}
 	}
