@@ -18,12 +18,16 @@ limitations under the License.
 package config
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
-	"time"
+	"reflect"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 
@@ -40,12 +44,24 @@ const (
 	Namespace = "trainjob-system"
 )
 
+var (
+	scheme = runtime.NewScheme()
+	// codecs decode strictly: an unknown or duplicate field is an error.
+	codecs = serializer.NewCodecFactory(scheme, serializer.EnableStrict)
+)
+
+func init() {
+	utilruntime.Must(configv1alpha1.AddToScheme(scheme))
+}
+
 // Load reads the Configuration at path, or the defaults when path is empty.
-// Unknown fields, a wrong apiVersion or kind, and invalid values are errors
-// that name the field.
+// Unknown or duplicate fields, a wrong apiVersion or kind, and invalid
+// values are errors that name the field.
 func Load(path string) (*configv1alpha1.Configuration, error) {
 	cfg := &configv1alpha1.Configuration{}
-	if path != "" {
+	if path == "" {
+		scheme.Default(cfg)
+	} else {
 		data, err := os.ReadFile(path)
 		if err != nil {
 			return nil, fmt.Errorf("reading configuration: %w", err)
@@ -54,150 +70,101 @@ func Load(path string) (*configv1alpha1.Configuration, error) {
 			return nil, fmt.Errorf("configuration %s: %w", path, err)
 		}
 	}
-	if errs := Validate(withDefaults(cfg)); len(errs) > 0 {
+	if errs := Validate(cfg); len(errs) > 0 {
 		return nil, fmt.Errorf("configuration %s is invalid: %w", path, errs.ToAggregate())
 	}
 	return cfg, nil
 }
 
-func withDefaults(cfg *configv1alpha1.Configuration) *configv1alpha1.Configuration {
-	configv1alpha1.SetDefaults(cfg)
-	return cfg
-}
-
-// Decode parses a Configuration strictly: unknown or duplicate fields are
-// errors.
+// Decode decodes a Configuration, YAML or JSON, strictly, and fills in its
+// defaults.
 func Decode(data []byte) (*configv1alpha1.Configuration, error) {
-	if errs := checkDurations(data); len(errs) > 0 {
-		return nil, errs.ToAggregate()
+	obj, _, err := codecs.UniversalDecoder(configv1alpha1.GroupVersion).Decode(data, nil, nil)
+	if err != nil {
+		return nil, decodeError(data, err)
 	}
-	cfg := &configv1alpha1.Configuration{}
-	if err := yaml.UnmarshalStrict(data, cfg); err != nil {
-		return nil, err
+	cfg, ok := obj.(*configv1alpha1.Configuration)
+	if !ok {
+		return nil, fmt.Errorf("decoded a %T, not a Configuration", obj)
 	}
-	wantAPIVersion := configv1alpha1.GroupVersion.String()
-	var errs field.ErrorList
-	if cfg.APIVersion != wantAPIVersion {
-		errs = append(errs, field.Invalid(field.NewPath("apiVersion"), cfg.APIVersion, "must be "+wantAPIVersion))
-	}
-	if cfg.Kind != "Configuration" {
-		errs = append(errs, field.Invalid(field.NewPath("kind"), cfg.Kind, "must be Configuration"))
-	}
-	return cfg, errs.ToAggregate()
+	return cfg, nil
 }
 
-// durationFields are the paths of the Configuration's durations.
-var durationFields = [][]string{
-	{"leaderElection", "leaseDuration"},
-	{"leaderElection", "renewDeadline"},
-	{"leaderElection", "retryPeriod"},
-	{"objectRetentionPolicies", "trainJobs", "afterFinished"},
-	{"objectRetentionPolicies", "trainJobs", "afterFailed"},
-	{"objectRetentionPolicies", "trainJobs", "afterSuspended"},
+// decodeError names the fields a decoding error is about, where the
+// decoder's error does not.
+func decodeError(data []byte, err error) error {
+	var errs field.ErrorList
+	switch {
+	case runtime.IsStrictDecodingError(err):
+		return err // it names the unknown or duplicate field
+	case runtime.IsNotRegisteredError(err), runtime.IsMissingKind(err), runtime.IsMissingVersion(err):
+		errs = typeErrors(data)
+	default:
+		errs = valueErrors(data)
+	}
+	if len(errs) == 0 {
+		return err
+	}
+	return errs.ToAggregate()
 }
 
-// checkDurations reports every duration that does not parse, by its field:
-// the decoder's own error would not say which field it is.
-func checkDurations(data []byte) field.ErrorList {
-	var raw map[string]any
-	if err := yaml.Unmarshal(data, &raw); err != nil {
-		return nil // the strict decode reports it
-	}
+// typeErrors names the apiVersion or kind that is not the Configuration's.
+func typeErrors(data []byte) field.ErrorList {
+	var tm metav1.TypeMeta
+	_ = yaml.Unmarshal(data, &tm) // the decoder has read it already
 	var errs field.ErrorList
-	for _, path := range durationFields {
-		v, ok := lookup(raw, path)
-		if !ok || v == nil {
-			continue
-		}
-		if s, isString := v.(string); isString {
-			if _, err := time.ParseDuration(s); err == nil {
-				continue
-			}
-		}
-		errs = append(errs, field.Invalid(field.NewPath(path[0], path[1:]...), v, "must be a duration such as 90s, 30m or 24h"))
+	if want := configv1alpha1.GroupVersion.String(); tm.APIVersion != want {
+		errs = append(errs, field.Invalid(field.NewPath("apiVersion"), tm.APIVersion, "must be "+want))
+	}
+	if tm.Kind != configv1alpha1.Kind {
+		errs = append(errs, field.Invalid(field.NewPath("kind"), tm.Kind, "must be "+configv1alpha1.Kind))
 	}
 	return errs
 }
 
-func lookup(m map[string]any, path []string) (any, bool) {
-	var v any = m
-	for _, p := range path {
-		obj, ok := v.(map[string]any)
-		if !ok {
-			return nil, false
-		}
-		if v, ok = obj[p]; !ok {
-			return nil, false
-		}
-	}
-	return v, true
+// parsedTypes are the types that parse their own value, and what that value
+// must be: the decoder reports their errors without the field's path.
+var parsedTypes = map[reflect.Type]string{
+	reflect.TypeFor[metav1.Duration](): "must be a duration such as 90s, 30m or 24h",
 }
 
-// Validate checks a defaulted Configuration.
-func Validate(cfg *configv1alpha1.Configuration) field.ErrorList {
+// valueErrors names every field of data whose value its type does not parse.
+func valueErrors(data []byte) field.ErrorList {
+	var raw map[string]any
+	if err := yaml.Unmarshal(data, &raw); err != nil {
+		return nil
+	}
+	return parseErrors(raw, reflect.TypeFor[configv1alpha1.Configuration](), nil)
+}
+
+// parseErrors walks value, decoded from YAML, along the Go type t, and
+// tries each value of a type in parsedTypes.
+func parseErrors(value any, t reflect.Type, path *field.Path) field.ErrorList {
+	if value == nil {
+		return nil // null: left unset
+	}
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if detail, ok := parsedTypes[t]; ok {
+		data, err := json.Marshal(value)
+		if err == nil {
+			err = json.Unmarshal(data, reflect.New(t).Interface())
+		}
+		if err != nil {
+			return field.ErrorList{field.Invalid(path, value, detail)}
+		}
+		return nil
+	}
+	m, isMap := value.(map[string]any)
+	if t.Kind() != reflect.Struct || !isMap {
+		return nil
+	}
 	var errs field.ErrorList
-	le := field.NewPath("leaderElection")
-	for _, d := range []struct {
-		path  *field.Path
-		value *metav1.Duration
-	}{
-		{le.Child("leaseDuration"), cfg.LeaderElection.LeaseDuration},
-		{le.Child("renewDeadline"), cfg.LeaderElection.RenewDeadline},
-		{le.Child("retryPeriod"), cfg.LeaderElection.RetryPeriod},
-	} {
-		if d.value.Duration <= 0 {
-			errs = append(errs, field.Invalid(d.path, d.value.Duration.String(), "must be greater than 0"))
-		}
-	}
-	if cfg.LeaderElection.RenewDeadline.Duration >= cfg.LeaderElection.LeaseDuration.Duration {
-		errs = append(errs, field.Invalid(le.Child("renewDeadline"), cfg.LeaderElection.RenewDeadline.Duration.String(), "must be less than leaseDuration "+cfg.LeaderElection.LeaseDuration.Duration.String()))
-	}
-	cc := field.NewPath("clientConnection")
-	if *cfg.ClientConnection.QPS <= 0 {
-		errs = append(errs, field.Invalid(cc.Child("qps"), *cfg.ClientConnection.QPS, "must be greater than 0"))
-	}
-	if *cfg.ClientConnection.Burst < 1 {
-		errs = append(errs, field.Invalid(cc.Child("burst"), *cfg.ClientConnection.Burst, "must be at least 1"))
-	}
-	if *cfg.Controller.TrainJobWorkers < 1 {
-		errs = append(errs, field.Invalid(field.NewPath("controller", "trainJobWorkers"), *cfg.Controller.TrainJobWorkers, "must be at least 1"))
-	}
-	if p := *cfg.Webhook.Port; *cfg.Webhook.Enable && (p < 1 || p > 65535) {
-		errs = append(errs, field.Invalid(field.NewPath("webhook", "port"), p, "must be a port number, 1 to 65535"))
-	}
-	if cm := cfg.Webhook.CertManagement; *cfg.Webhook.Enable && *cm.Enable {
-		path := field.NewPath("webhook", "certManagement")
-		for _, n := range []struct {
-			name, value string
-			valid       func(string) []string
-		}{
-			{"secretName", cm.SecretName, validation.IsDNS1123Subdomain},
-			{"secretNamespace", cm.SecretNamespace, validation.IsDNS1123Label},
-			{"dnsName", cm.DNSName, validation.IsDNS1123Subdomain},
-			{"webhookConfigurationName", cm.WebhookConfigurationName, validation.IsDNS1123Subdomain},
-		} {
-			for _, msg := range n.valid(n.value) {
-				errs = append(errs, field.Invalid(path.Child(n.name), n.value, msg))
-			}
-		}
-	}
-	if *cfg.Controller.TTLWorkers < 1 {
-		errs = append(errs, field.Invalid(field.NewPath("controller", "ttlWorkers"), *cfg.Controller.TTLWorkers, "must be at least 1"))
-	}
-	if p := cfg.ObjectRetentionPolicies; p != nil && p.TrainJobs != nil {
-		path := field.NewPath("objectRetentionPolicies", "trainJobs")
-		for _, d := range []struct {
-			name  string
-			value *metav1.Duration
-		}{
-			{"afterFinished", p.TrainJobs.AfterFinished},
-			{"afterFailed", p.TrainJobs.AfterFailed},
-			{"afterSuspended", p.TrainJobs.AfterSuspended},
-		} {
-			if d.value != nil && d.value.Duration < 0 {
-				errs = append(errs, field.Invalid(path.Child(d.name), d.value.Duration.String(),
-					"must be 0 (delete at once) or more; leave it unset to never delete"))
-			}
+	for f := range t.Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if v, ok := m[name]; ok && name != "" {
+			errs = append(errs, parseErrors(v, f.Type, path.Child(name))...)
 		}
 	}
 	return errs

@@ -68,6 +68,18 @@ controller:
 			file:     "apiVersion: config.trainer.kubeflow.org/v1alpha1\nkind: Configuration\nclientConnexion:\n  qps: 1\n",
 			wantErrs: []string{`unknown field "clientConnexion"`},
 		},
+		"unknown nested field names its path": {
+			file:     "apiVersion: config.trainer.kubeflow.org/v1alpha1\nkind: Configuration\nobjectRetentionPolicies:\n  trainJobs:\n    afterFinishd: 1h\n",
+			wantErrs: []string{`unknown field "objectRetentionPolicies.trainJobs.afterFinishd"`},
+		},
+		"duplicate field": {
+			file:     "apiVersion: config.trainer.kubeflow.org/v1alpha1\nkind: Configuration\nleaderElection:\n  leaseDuration: 30s\n  leaseDuration: 60s\n",
+			wantErrs: []string{`key "leaseDuration" already set`},
+		},
+		"no apiVersion or kind": {
+			file:     "controller:\n  trainJobWorkers: 2\n",
+			wantErrs: []string{`apiVersion: Invalid value: ""`, `kind: Invalid value: ""`},
+		},
 		"wrong kind and version": {
 			file:     "apiVersion: v1\nkind: ConfigMap\n",
 			wantErrs: []string{"apiVersion: Invalid value", "kind: Invalid value"},
