@@ -228,7 +228,7 @@ func Up(ctx context.Context, o Options) error {
 	}
 
 	if !ours(o, "manager", st.ManagerPID) {
-		if err := choosePorts(&st); err != nil {
+		if err := choosePorts(ctx, &st); err != nil {
 			return err
 		}
 	}
@@ -303,7 +303,7 @@ func Down(ctx context.Context, o Options) error {
 	for _, pid := range processesUnder(dir) {
 		errs = append(errs, stopProcess(pid))
 	}
-	errs = append(errs, waitNoProcess(dir, 15*time.Second))
+	errs = append(errs, waitNoProcess(ctx, dir, 15*time.Second))
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}

@@ -30,6 +30,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // ensureManager starts the manager unless it already runs and is ready, and
@@ -46,7 +48,7 @@ func ensureManager(ctx context.Context, o Options, st *state, configPath string)
 		}
 	}
 	webhookPort := st.WebhookPort
-	if err := choosePorts(st); err != nil {
+	if err := choosePorts(ctx, st); err != nil {
 		return err
 	}
 	if webhookPort != 0 && st.WebhookPort != webhookPort {
@@ -137,33 +139,36 @@ func (m managerProcess) waitReady(ctx context.Context, exited <-chan struct{}) e
 // waitReady waits up to a minute until the process name answers ready (probe
 // returns nil), and fails at once if it exits (closes exited).
 func waitReady(ctx context.Context, name string, probe func() error, logPath string, exited <-chan struct{}) error {
-	deadline := time.Now().Add(time.Minute)
-	for {
-		err := probe()
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s is not ready after a minute (%w); see %s", name, err, logPath)
+	var notReady error
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		if notReady = probe(); notReady == nil {
+			return true, nil
 		}
 		select {
 		case <-exited:
-			return fmt.Errorf("%s exited; the end of %s:\n%s", name, logPath, tail(logPath, 20))
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
+			return false, fmt.Errorf("%s exited; the end of %s:\n%s", name, logPath, tail(logPath, 20))
+		default:
+			return false, nil
 		}
+	})
+	if wait.Interrupted(err) && ctx.Err() == nil {
+		return fmt.Errorf("%s is not ready after a minute (%w); see %s", name, notReady, logPath)
 	}
+	return err
 }
 
 // choosePorts keeps the manager's ports that are free and picks new ones for
 // the others. The webhook configuration names the webhook port, so that one
 // is waited for a few seconds (a killed manager's connections may hold it
 // briefly) before another is picked.
-func choosePorts(st *state) error {
+func choosePorts(ctx context.Context, st *state) error {
 	if st.WebhookPort != 0 {
-		for deadline := time.Now().Add(5 * time.Second); !portFree(st.WebhookPort) && time.Now().Before(deadline); {
-			time.Sleep(100 * time.Millisecond)
+		// The poll's own timeout is no error: another port is picked below.
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+			return portFree(st.WebhookPort), nil
+		})
+		if err != nil && ctx.Err() != nil {
+			return ctx.Err()
 		}
 	}
 	for _, port := range []*int{&st.WebhookPort, &st.MetricsPort, &st.HealthPort} {
@@ -229,12 +234,13 @@ func stopProcess(pid int) error {
 	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return err
 	}
-	deadline := time.Now().Add(stopGrace)
-	for time.Now().Before(deadline) {
-		if !processAlive(pid) {
-			return nil
-		}
-		time.Sleep(100 * time.Millisecond)
+	// Not a caller's context: once sent SIGTERM, a process is killed after
+	// stopGrace even if the caller is being cancelled.
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, stopGrace, true, func(context.Context) (bool, error) {
+		return !processAlive(pid), nil
+	})
+	if err == nil {
+		return nil
 	}
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return err
@@ -263,19 +269,18 @@ func tail(path string, lines int) string {
 	return strings.Join(all, "\n")
 }
 
-// waitNoProcess waits until no process runs a program from under dir.
-func waitNoProcess(dir string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		pids := processesUnder(dir)
-		if len(pids) == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("processes %v of %s still run after %v", pids, dir, timeout)
-		}
-		time.Sleep(100 * time.Millisecond)
+// waitNoProcess waits up to timeout until no process runs a program from
+// under dir.
+func waitNoProcess(ctx context.Context, dir string, timeout time.Duration) error {
+	var pids []int
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		pids = processesUnder(dir)
+		return len(pids) == 0, nil
+	})
+	if wait.Interrupted(err) && ctx.Err() == nil {
+		return fmt.Errorf("processes %v of %s still run after %v", pids, dir, timeout)
 	}
+	return err
 }
 
 // managersOf lists the live manager processes that talk to o's cluster.
@@ -331,8 +336,12 @@ func processesMatching(match func(args []string) bool) []int {
 	return pids
 }
 
-// KillManager kills the manager with SIGKILL, as a crash would; Up starts
-// it again.
+// killWait is how long KillManager waits for the manager to be gone after
+// SIGKILL: moments, unless the process is stuck in the kernel.
+const killWait = time.Minute
+
+// KillManager kills the manager with SIGKILL, as a crash would, and waits
+// until it is gone; Up starts it again.
 func KillManager(o Options) error {
 	o.defaults()
 	st, err := loadState(o)
@@ -345,8 +354,12 @@ func KillManager(o Options) error {
 	if err := syscall.Kill(st.ManagerPID, syscall.SIGKILL); err != nil {
 		return err
 	}
-	for processAlive(st.ManagerPID) {
-		time.Sleep(50 * time.Millisecond)
+	// KillManager takes no context; killWait bounds the wait.
+	err = wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, killWait, true, func(context.Context) (bool, error) {
+		return !processAlive(st.ManagerPID), nil
+	})
+	if err != nil {
+		return fmt.Errorf("the manager (pid %d) still runs %v after SIGKILL", st.ManagerPID, killWait)
 	}
 	return nil
 }
