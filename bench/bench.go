@@ -39,6 +39,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -327,9 +328,9 @@ func (b *bench) dropNamespaces(ctx context.Context, names ...string) error {
 		}
 	}
 	start := time.Now()
-	deadline, said := start.Add(10*time.Minute), start
+	said := start
 	left := names
-	for time.Now().Before(deadline) {
+	err := wait.PollUntilContextTimeout(ctx, time.Second, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
 		var still []string
 		for _, name := range left {
 			if err := b.cl.Get(ctx, client.ObjectKey{Name: name}, &corev1.Namespace{}); !apierrors.IsNotFound(err) {
@@ -337,19 +338,18 @@ func (b *bench) dropNamespaces(ctx context.Context, names ...string) error {
 			}
 		}
 		if left = still; len(left) == 0 {
-			return nil
+			return true, nil
 		}
 		if time.Since(said) >= 15*time.Second {
 			b.logf("  deleting %d namespace(s) and what they hold, %s first: %s so far", len(left), left[0], time.Since(start).Round(time.Second))
 			said = time.Now()
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Second):
-		}
+		return false, nil
+	})
+	if wait.Interrupted(err) && ctx.Err() == nil {
+		return fmt.Errorf("namespaces %v still exist after 10 minutes", left)
 	}
-	return fmt.Errorf("namespaces %v still exist after 10 minutes", left)
+	return err
 }
 
 // createAll creates objects with a few workers, reporting progress.
@@ -385,6 +385,8 @@ func (b *bench) forAllWith(ctx context.Context, workers int, done, what string, 
 			}
 		})
 	}
+	// Not a poll: this loop hands the objects to the workers, and the
+	// ticker only says how far they are.
 	tick := time.NewTicker(5 * time.Second)
 	defer tick.Stop()
 	for _, o := range objs {
@@ -485,28 +487,38 @@ func metaItems(l client.ObjectList) ([]client.Object, error) {
 	return out, nil
 }
 
-// waitFor polls cond every second until it holds, printing progress every
+// waitFor polls cond every 250ms until it holds, printing progress every
 // 5 seconds, or fails after timeout.
 func (b *bench) waitFor(ctx context.Context, what string, timeout time.Duration, cond func() (bool, string)) error {
-	start := time.Now()
 	last := time.Now()
-	for {
-		ok, progress := cond()
-		if ok {
-			return nil
-		}
-		if time.Since(start) > timeout {
-			return fmt.Errorf("%s: not done after %s (%s)", what, timeout, progress)
+	var progress string
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		var ok bool
+		if ok, progress = cond(); ok {
+			return true, nil
 		}
 		if time.Since(last) >= 5*time.Second {
 			b.logf("  %s: %s", what, progress)
 			last = time.Now()
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(250 * time.Millisecond):
-		}
+		return false, nil
+	})
+	if wait.Interrupted(err) && ctx.Err() == nil {
+		return fmt.Errorf("%s: not done after %s (%s)", what, timeout, progress)
+	}
+	return err
+}
+
+// pause waits d, a settling time rather than a wait for a condition, or
+// until ctx ends.
+func pause(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 

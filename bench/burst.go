@@ -193,7 +193,9 @@ func (b *bench) burstSide(ctx context.Context, side string, n int) (burstSide, e
 		b.logf("  profiles: %v", err)
 	}
 	// Status writes that trail the last completion.
-	time.Sleep(5 * time.Second)
+	if err := pause(ctx, 5*time.Second); err != nil {
+		return burstSide{}, err
+	}
 	atComplete, err := b.apiServerWrites(ctx)
 	if err != nil {
 		return burstSide{}, err
@@ -219,7 +221,9 @@ func (b *bench) burstSide(ctx context.Context, side string, n int) (burstSide, e
 	}); err != nil {
 		return burstSide{}, err
 	}
-	time.Sleep(5 * time.Second)
+	if err := pause(ctx, 5*time.Second); err != nil {
+		return burstSide{}, err
+	}
 	atGone, err := b.apiServerWrites(ctx)
 	if err != nil {
 		return burstSide{}, err

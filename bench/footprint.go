@@ -173,7 +173,10 @@ func (b *bench) footprintSide(ctx context.Context, side string) (any, error) {
 		have = size
 		stepEnd := time.Now()
 		stepSeconds, cpuAfter := stepEnd.Sub(stepStart).Seconds(), b.clusterCPU()
-		time.Sleep(15 * time.Second) // let the manager settle
+		// Let the manager settle.
+		if err := pause(ctx, 15*time.Second); err != nil {
+			return nil, err
+		}
 		p, err := b.sample(ctx, side)
 		if err != nil {
 			return nil, err
@@ -181,10 +184,8 @@ func (b *bench) footprintSide(ctx context.Context, side string) (any, error) {
 		b.logf("  %d TrainJobs: RSS %.1f MiB, heap %.1f MiB", size, p.RSSMiB, p.HeapMiB)
 		if rest := b.c.rest; rest > 0 {
 			b.logf("  at rest in %s", time.Until(stepEnd.Add(rest)).Round(time.Second))
-			select {
-			case <-time.After(time.Until(stepEnd.Add(rest))):
-			case <-ctx.Done():
-				return nil, ctx.Err()
+			if err := pause(ctx, time.Until(stepEnd.Add(rest))); err != nil {
+				return nil, err
 			}
 			r, err := b.sample(ctx, side)
 			if err != nil {
