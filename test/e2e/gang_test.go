@@ -19,7 +19,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -37,6 +36,7 @@ import (
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
 	"github.com/trainjob-operator/trainjob-operator/internal/dev"
 	"github.com/trainjob-operator/trainjob-operator/internal/jobplan"
+	"github.com/trainjob-operator/trainjob-operator/test/framework"
 )
 
 // installPodGroupCRD installs the scheduler-plugins' PodGroup CRD, and
@@ -47,10 +47,10 @@ func installPodGroupCRD(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out, err := kubectl("apply", "--server-side", "-f", crd); err != nil {
+	if out, err := cluster.Kubectl("apply", "--server-side", "-f", crd); err != nil {
 		t.Fatalf("installing the PodGroup CRD: %v\n%s", err, out)
 	}
-	if out, err := kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/podgroups.scheduling.x-k8s.io"); err != nil {
+	if out, err := cluster.Kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/podgroups.scheduling.x-k8s.io"); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
 }
@@ -61,16 +61,16 @@ func installPodGroupCRD(t *testing.T) {
 func installVolcanoCRD(t *testing.T) {
 	t.Helper()
 	dir := t.TempDir()
-	gen := exec.Command(filepath.Join(repoRoot, "bin", "controller-gen"), "crd",
+	gen := exec.Command(filepath.Join(devOpts.Root, "bin", "controller-gen"), "crd",
 		"paths=volcano.sh/apis/pkg/apis/scheduling/v1beta1", "output:crd:dir="+dir)
-	gen.Dir = filepath.Join(repoRoot, "hack", "tools", "volcano")
+	gen.Dir = filepath.Join(devOpts.Root, "hack", "tools", "volcano")
 	if out, err := gen.CombinedOutput(); err != nil {
 		t.Fatalf("generating Volcano's CRDs: %v\n%s", err, out)
 	}
-	if out, err := kubectl("apply", "--server-side", "-f", filepath.Join(dir, "scheduling.volcano.sh_podgroups.yaml")); err != nil {
+	if out, err := cluster.Kubectl("apply", "--server-side", "-f", filepath.Join(dir, "scheduling.volcano.sh_podgroups.yaml")); err != nil {
 		t.Fatalf("installing Volcano's PodGroup CRD: %v\n%s", err, out)
 	}
-	if out, err := kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/podgroups.scheduling.volcano.sh"); err != nil {
+	if out, err := cluster.Kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/podgroups.scheduling.volcano.sh"); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
 }
@@ -82,7 +82,7 @@ func podGroup(ns, name string) (*unstructured.Unstructured, error) {
 func podGroupOf(gvk schema.GroupVersionKind, ns, name string) (*unstructured.Unstructured, error) {
 	pg := &unstructured.Unstructured{}
 	pg.SetGroupVersionKind(gvk)
-	err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, pg)
+	err := cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, pg)
 	return pg, err
 }
 
@@ -93,11 +93,11 @@ func podGroupOf(gvk schema.GroupVersionKind, ns, name string) (*unstructured.Uns
 // changed while it is suspended, by its resume.
 func TestCoschedulingPodGroup(t *testing.T) {
 	// Without the CRD first, whatever ran before.
-	if out, err := kubectl("delete", "--ignore-not-found", "--wait", "crd", "podgroups.scheduling.x-k8s.io"); err != nil {
+	if out, err := cluster.Kubectl("delete", "--ignore-not-found", "--wait", "crd", "podgroups.scheduling.x-k8s.io"); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	ns := newNamespace(t)
-	applyYAML(t, ns, fmt.Sprintf(`
+	ns := cluster.NewNamespace(t)
+	cluster.ApplyYAML(t, ns, fmt.Sprintf(`
 apiVersion: trainer.kubeflow.org/v1alpha1
 kind: TrainingRuntime
 metadata:
@@ -141,8 +141,8 @@ spec:
     command: [torchrun, train.py]
 `, runFor))
 
-	eventually(t, "the TrainJob to say the PodGroup CRD is missing", func() error {
-		tj, err := getTrainJob(ns, "gang")
+	cluster.Eventually(t, "the TrainJob to say the PodGroup CRD is missing", func() error {
+		tj, err := cluster.GetTrainJob(ns, "gang")
 		if err != nil {
 			return err
 		}
@@ -152,11 +152,11 @@ spec:
 		}
 		return nil
 	})
-	if jobs := jobsOf(t, ns, "gang"); len(jobs) > 0 {
+	if jobs := cluster.JobsOf(t, ns, "gang"); len(jobs) > 0 {
 		t.Errorf("%d Jobs made without their PodGroup", len(jobs))
 	}
 	var events corev1.EventList
-	if err := k8s.List(context.Background(), &events, client.InNamespace(ns)); err != nil {
+	if err := cluster.Client.List(context.Background(), &events, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)
 	}
 	found := false
@@ -169,7 +169,7 @@ spec:
 
 	installPodGroupCRD(t)
 
-	running := waitRunning(t, ns, "gang", 3)
+	running := cluster.WaitPodsRunning(t, ns, "gang", 3)
 	pg, err := podGroup(ns, "gang")
 	if err != nil {
 		t.Fatalf("the PodGroup: %v", err)
@@ -179,7 +179,7 @@ spec:
 	if fmt.Sprint(spec) != fmt.Sprint(wantSpec) {
 		t.Errorf("PodGroup spec %v, want %v", spec, wantSpec)
 	}
-	tj, err := getTrainJob(ns, "gang")
+	tj, err := cluster.GetTrainJob(ns, "gang")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,24 +191,24 @@ spec:
 			t.Errorf("Pod %s labels %v, want scheduling.x-k8s.io/pod-group=gang", p.Name, p.Labels)
 		}
 	}
-	waitCondition(t, ns, "gang", trainer.TrainJobComplete, trainer.TrainJobJobsCompletedReason)
+	cluster.WaitCondition(t, ns, "gang", trainer.TrainJobComplete, metav1.ConditionTrue, trainer.TrainJobJobsCompletedReason)
 
 	// Created suspended (queued), then resumed after the runtime changed:
 	// it runs on the runtime as it was when its Jobs were made (its
 	// snapshot), so its PodGroup keeps that runtime's timeout.
-	create(t, trainJob("later", ns, 5*time.Second).RuntimeRef(trainer.TrainingRuntimeKind, "torch-gang").NumNodes(2).Suspend(true).Obj())
-	eventually(t, "the suspended TrainJob's Jobs and PodGroup to be made", func() error {
-		if len(jobsOf(t, ns, "later")) != 1 {
+	cluster.Create(t, trainJob("later", ns, 5*time.Second).RuntimeRef(trainer.TrainingRuntimeKind, "torch-gang").NumNodes(2).Suspend(true).Obj())
+	cluster.Eventually(t, "the suspended TrainJob's Jobs and PodGroup to be made", func() error {
+		if len(cluster.JobsOf(t, ns, "later")) != 1 {
 			return fmt.Errorf("no Job yet")
 		}
 		_, err := podGroup(ns, "later")
 		return err
 	})
-	if out, err := kubectl("patch", "-n", ns, "trainingruntime", "torch-gang", "--type=merge", "-p", `{"spec":{"podGroupPolicy":{"coscheduling":{"scheduleTimeoutSeconds":90}}}}`); err != nil {
+	if out, err := cluster.Kubectl("patch", "-n", ns, "trainingruntime", "torch-gang", "--type=merge", "-p", `{"spec":{"podGroupPolicy":{"coscheduling":{"scheduleTimeoutSeconds":90}}}}`); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	patchSuspend(t, ns, "later", false)
-	waitRunning(t, ns, "later", 2)
+	cluster.PatchSuspend(t, ns, "later", false)
+	cluster.WaitPodsRunning(t, ns, "later", 2)
 	pg, err = podGroup(ns, "later")
 	if err != nil {
 		t.Fatal(err)
@@ -216,7 +216,7 @@ spec:
 	if v, _, _ := unstructured.NestedInt64(pg.Object, "spec", "scheduleTimeoutSeconds"); v != 30 {
 		t.Errorf("PodGroup scheduleTimeoutSeconds %d after the resume, want the 30 of the runtime the TrainJob started with", v)
 	}
-	waitCondition(t, ns, "later", trainer.TrainJobComplete, trainer.TrainJobJobsCompletedReason)
+	cluster.WaitCondition(t, ns, "later", trainer.TrainJobComplete, metav1.ConditionTrue, trainer.TrainJobJobsCompletedReason)
 }
 
 // Kubeflow's Volcano example (examples/yaml/04-volcano-integration.yaml),
@@ -227,10 +227,10 @@ spec:
 // run: the Pods ask for the default scheduler, as the example's do.)
 func TestVolcanoPodGroup(t *testing.T) {
 	installVolcanoCRD(t)
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t)
 	priority := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: ns + "-high"}, Value: 1000}
-	create(t, priority)
-	t.Cleanup(func() { _ = k8s.Delete(context.Background(), priority) })
+	cluster.Create(t, priority)
+	t.Cleanup(func() { _ = cluster.Client.Delete(context.Background(), priority) })
 	runtime := fmt.Sprintf(`
 apiVersion: trainer.kubeflow.org/v1alpha1
 kind: TrainingRuntime
@@ -287,9 +287,9 @@ spec:
     resourcesPerNode:
       requests: {cpu: "1", memory: 2Gi}
 `
-	applyYAML(t, ns, runtime+fmt.Sprintf(trainJob, "volcano-example", "urgent"))
+	cluster.ApplyYAML(t, ns, runtime+fmt.Sprintf(trainJob, "volcano-example", "urgent"))
 
-	running := waitRunning(t, ns, "volcano-example", 2)
+	running := cluster.WaitPodsRunning(t, ns, "volcano-example", 2)
 	pg, err := podGroupOf(jobplan.VolcanoPodGroup, ns, "volcano-example")
 	if err != nil {
 		t.Fatalf("the PodGroup: %v", err)
@@ -309,7 +309,7 @@ spec:
 			t.Errorf("PodGroup spec.%s = %v, want %v", k, spec[k], v)
 		}
 	}
-	tj, err := getTrainJob(ns, "volcano-example")
+	tj, err := cluster.GetTrainJob(ns, "volcano-example")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,9 +321,9 @@ spec:
 			t.Errorf("Pod %s annotations %v, priority class %q: want the group named and the runtime's class", p.Name, p.Annotations, p.Spec.PriorityClassName)
 		}
 	}
-	waitCondition(t, ns, "volcano-example", trainer.TrainJobComplete, trainer.TrainJobJobsCompletedReason)
+	cluster.WaitCondition(t, ns, "volcano-example", trainer.TrainJobComplete, metav1.ConditionTrue, trainer.TrainJobJobsCompletedReason)
 
-	cmd := kubectlCmd("apply", "-n", ns, "-f", "-")
+	cmd := cluster.KubectlCmd("apply", "-n", ns, "-f", "-")
 	cmd.Stdin = strings.NewReader(fmt.Sprintf(trainJob, "no-queue", ""))
 	out, err := cmd.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "the Volcano queue name must not be empty") {
@@ -338,9 +338,9 @@ func startCoscheduler(t *testing.T) {
 	t.Helper()
 	t.Cleanup(func() {
 		if t.Failed() {
-			data, _ := os.ReadFile(devOpts.CoschedulerLog())
-			lines := strings.Split(strings.TrimSpace(string(data)), "\n")
-			t.Logf("coscheduler log (last lines):\n%s", strings.Join(lines[max(0, len(lines)-40):], "\n"))
+			if tail, err := framework.LogTail(devOpts.CoschedulerLog(), 40); err == nil {
+				t.Logf("coscheduler log (last lines):\n%s", tail)
+			}
 		}
 		if err := dev.StopCoscheduler(devOpts); err != nil {
 			t.Error(err)
@@ -359,20 +359,20 @@ func startCoscheduler(t *testing.T) {
 func TestGangScheduledWhole(t *testing.T) {
 	installPodGroupCRD(t)
 	startCoscheduler(t)
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t)
 	// The pool: nodes that only this test's Pods tolerate, one slot each.
 	slot := corev1.ResourceName("example.com/gang-slot")
 	addNode := func(name string) {
 		node := dev.SimulatedNode(name, corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("16Gi"), corev1.ResourcePods: resource.MustParse("10"), slot: resource.MustParse("1")})
 		node.Labels["pool"] = "gang"
 		node.Spec.Taints = []corev1.Taint{{Key: "pool", Value: "gang", Effect: corev1.TaintEffectNoSchedule}}
-		create(t, node)
-		t.Cleanup(func() { _ = k8s.Delete(context.Background(), node) })
+		cluster.Create(t, node)
+		t.Cleanup(func() { _ = cluster.Client.Delete(context.Background(), node) })
 	}
 	addNode(ns + "-a")
 	addNode(ns + "-b")
 
-	applyYAML(t, ns, fmt.Sprintf(`
+	cluster.ApplyYAML(t, ns, fmt.Sprintf(`
 apiVersion: trainer.kubeflow.org/v1alpha1
 kind: TrainingRuntime
 metadata:
@@ -421,7 +421,7 @@ spec:
 
 	bound := func() (int, error) {
 		var list corev1.PodList
-		if err := k8s.List(context.Background(), &list, client.InNamespace(ns), client.MatchingLabels{trainer.TrainJobNameLabel: "gang"}); err != nil {
+		if err := cluster.Client.List(context.Background(), &list, client.InNamespace(ns), client.MatchingLabels{trainer.TrainJobNameLabel: "gang"}); err != nil {
 			return 0, err
 		}
 		n := 0
@@ -435,8 +435,8 @@ spec:
 		}
 		return n, nil
 	}
-	eventually(t, "the 3 Pods to be made", func() error { _, err := bound(); return err })
-	consistently(t, 15*time.Second, "no Pod of the gang to bind while only 2 fit", func() error {
+	cluster.Eventually(t, "the 3 Pods to be made", func() error { _, err := bound(); return err })
+	cluster.Consistently(t, 15*time.Second, "no Pod of the gang to bind while only 2 fit", func() error {
 		n, err := bound()
 		if err == nil && n > 0 {
 			return fmt.Errorf("%d Pods bound", n)
@@ -444,12 +444,12 @@ spec:
 		return err
 	})
 	addNode(ns + "-c")
-	eventually(t, "the whole gang to bind once 3 fit", func() error {
+	cluster.Eventually(t, "the whole gang to bind once 3 fit", func() error {
 		n, err := bound()
 		if err == nil && n != 3 {
 			return fmt.Errorf("%d Pods bound", n)
 		}
 		return err
 	})
-	waitCondition(t, ns, "gang", trainer.TrainJobComplete, trainer.TrainJobJobsCompletedReason)
+	cluster.WaitCondition(t, ns, "gang", trainer.TrainJobComplete, metav1.ConditionTrue, trainer.TrainJobJobsCompletedReason)
 }

@@ -87,7 +87,7 @@ type installation struct {
 // uninstalled as docs/install.md says (trainctl uninstall, helm uninstall,
 // the CRDs deleted). See testInstallAndUninstall.
 func TestHelmInstallAndUninstall(t *testing.T) {
-	helmBin := filepath.Join(repoRoot, "bin", "helm")
+	helmBin := filepath.Join(devOpts.Root, "bin", "helm")
 	if _, err := os.Stat(helmBin); err != nil {
 		t.Fatalf("bin/helm is missing: run 'hack/build-tools.sh helm' (make test-e2e does): %v", err)
 	}
@@ -109,7 +109,7 @@ func TestHelmInstallAndUninstall(t *testing.T) {
 			// kwok ends a Pod 5 s after it starts unless annotated: the
 			// Deployment's Pods run until the test ends (they are not
 			// the manager).
-			helm(t, "install", helmRelease, filepath.Join(repoRoot, "charts", "trainjob-operator"),
+			helm(t, "install", helmRelease, filepath.Join(devOpts.Root, "charts", "trainjob-operator"),
 				"--namespace", helmNamespace, "--create-namespace",
 				"--set-string", "podAnnotations.pod-complete\\.stage\\.kwok\\.x-k8s\\.io/delay=1h",
 				"--wait", "--timeout", "60s")
@@ -117,10 +117,10 @@ func TestHelmInstallAndUninstall(t *testing.T) {
 		uninstall: func(t *testing.T, stopManager func()) {
 			helm(t, "uninstall", helmRelease, "--namespace", helmNamespace, "--wait", "--timeout", "60s")
 			stopManager()
-			mustKubectl(t, "delete", "-f", filepath.Join(repoRoot, "charts", "trainjob-operator", "crds"), "--timeout", "60s")
+			cluster.MustKubectl(t, "delete", "-f", filepath.Join(devOpts.Root, "charts", "trainjob-operator", "crds"), "--timeout", "60s")
 		},
 		cleanup: func() {
-			_, _ = kubectl("delete", "namespace", helmNamespace, "--ignore-not-found", "--wait=false")
+			_, _ = cluster.Kubectl("delete", "namespace", helmNamespace, "--ignore-not-found", "--wait=false")
 			out, err := exec.Command(helmBin, "--kubeconfig", devOpts.Kubeconfig(), "uninstall", helmRelease, "-n", helmNamespace, "--ignore-not-found").CombinedOutput()
 			if err != nil {
 				t.Logf("helm uninstall: %v\n%s", err, out)
@@ -139,7 +139,7 @@ func TestHelmInstallAndUninstall(t *testing.T) {
 // registry holds (hack/release.sh takes it from dist/image.digest), and
 // TestReleaseManifests checks they are config/default's objects but for it.
 func TestKustomizeInstallAndUninstall(t *testing.T) {
-	dist := utiltesting.WriteRelease(t, repoRoot, releaseVersion, "registry.example.com/trainjob-operator", "sha256:"+strings.Repeat("0", 64))
+	dist := utiltesting.WriteRelease(t, devOpts.Root, releaseVersion, "registry.example.com/trainjob-operator", "sha256:"+strings.Repeat("0", 64))
 	installYAML := filepath.Join(dist, "install.yaml")
 	testInstallAndUninstall(t, installation{
 		namespace: config.Namespace,
@@ -147,7 +147,7 @@ func TestKustomizeInstallAndUninstall(t *testing.T) {
 		install: func(t *testing.T) {
 			// A cluster that has never run the product has no namespace
 			// of it: the suite's manager kept its configuration there.
-			mustKubectl(t, "delete", "namespace", config.Namespace, "--ignore-not-found", "--timeout", "60s")
+			cluster.MustKubectl(t, "delete", "namespace", config.Namespace, "--ignore-not-found", "--timeout", "60s")
 			// kwok ends a Pod 5 s after it starts unless annotated: an
 			// overlay of install.yaml, as a user makes one, annotates the
 			// Deployment's Pods to run until the test ends.
@@ -175,17 +175,17 @@ patches:
 					t.Fatal(err)
 				}
 			}
-			mustKubectl(t, "apply", "--server-side", "-k", overlay)
-			mustKubectl(t, "-n", config.Namespace, "rollout", "status", "deployment/trainjob-operator", "--timeout", "60s")
+			cluster.MustKubectl(t, "apply", "--server-side", "-k", overlay)
+			cluster.MustKubectl(t, "-n", config.Namespace, "rollout", "status", "deployment/trainjob-operator", "--timeout", "60s")
 		},
 		uninstall: func(t *testing.T, stopManager func()) {
-			mustKubectl(t, "delete", "--ignore-not-found", "-f", installYAML, "--timeout", "60s")
+			cluster.MustKubectl(t, "delete", "--ignore-not-found", "-f", installYAML, "--timeout", "60s")
 			stopManager()
 		},
 		cleanup: func() {
 			// The namespace gone, not deleting, for the suite's
 			// installation to make it again.
-			if out, err := kubectl("delete", "-f", installYAML, "--ignore-not-found", "--timeout", "60s"); err != nil {
+			if out, err := cluster.Kubectl("delete", "-f", installYAML, "--ignore-not-found", "--timeout", "60s"); err != nil {
 				t.Logf("kubectl delete -f install.yaml: %v\n%s", err, out)
 			}
 		},
@@ -232,7 +232,7 @@ func testInstallAndUninstall(t *testing.T, inst installation) {
 		}
 	}
 	var runtime trainer.ClusterTrainingRuntime
-	if err := k8s.Get(ctx, client.ObjectKey{Name: "torch-distributed"}, &runtime); err != nil {
+	if err := cluster.Client.Get(ctx, client.ObjectKey{Name: "torch-distributed"}, &runtime); err != nil {
 		t.Fatalf("the installation's runtime torch-distributed: %v", err)
 	}
 	for k, v := range inst.labels {
@@ -241,7 +241,7 @@ func testInstallAndUninstall(t *testing.T, inst installation) {
 		}
 	}
 	var deploy appsv1.Deployment
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: inst.namespace, Name: "trainjob-operator"}, &deploy); err != nil {
+	if err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: inst.namespace, Name: "trainjob-operator"}, &deploy); err != nil {
 		t.Fatal(err)
 	}
 	if deploy.Status.AvailableReplicas != *deploy.Spec.Replicas {
@@ -258,16 +258,16 @@ func testInstallAndUninstall(t *testing.T, inst installation) {
 	// The manager did, with the installation's RBAC, what it does at start:
 	// made the certificate into the installation's Secret, put its CA in
 	// both webhook configurations, took the Lease.
-	eventually(t, "the manager to lead, and its certificate in place", func() error {
+	cluster.Eventually(t, "the manager to lead, and its certificate in place", func() error {
 		var lease coordinationv1.Lease
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: inst.namespace, Name: configv1alpha1.DefaultLeaderElectionID}, &lease); err != nil {
+		if err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: inst.namespace, Name: configv1alpha1.DefaultLeaderElectionID}, &lease); err != nil {
 			return err
 		}
 		if ptr.Deref(lease.Spec.HolderIdentity, "") == "" {
 			return errors.New("the Lease has no holder")
 		}
 		var secret corev1.Secret
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: inst.namespace, Name: configv1alpha1.DefaultWebhookSecretName}, &secret); err != nil {
+		if err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: inst.namespace, Name: configv1alpha1.DefaultWebhookSecretName}, &secret); err != nil {
 			return err
 		}
 		ca := secret.Data["ca.crt"]
@@ -286,8 +286,8 @@ func testInstallAndUninstall(t *testing.T, inst installation) {
 	// answer (the mutating one stamps the runtime patch's time, the
 	// validating one warns of the short TTL), the controllers create its
 	// Jobs, see them complete and delete it at its TTL.
-	ns := newNamespace(t)
-	out := applyYAML(t, ns, `apiVersion: trainer.kubeflow.org/v1alpha1
+	ns := cluster.NewNamespace(t)
+	out := cluster.ApplyYAML(t, ns, `apiVersion: trainer.kubeflow.org/v1alpha1
 kind: TrainJob
 metadata:
   name: through-the-installation
@@ -306,30 +306,30 @@ spec:
 	if !strings.Contains(out, "Warning: spec.ttlSecondsAfterFinished: 5") {
 		t.Errorf("no warning of the validating webhook when creating a TrainJob with a 5s TTL:\n%s", out)
 	}
-	tj, err := getTrainJob(ns, "through-the-installation")
+	tj, err := cluster.GetTrainJob(ns, "through-the-installation")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(tj.Spec.RuntimePatches) != 1 || tj.Spec.RuntimePatches[0].Time == nil {
 		t.Errorf("the mutating webhook did not stamp the runtime patch's time: %+v", tj.Spec.RuntimePatches)
 	}
-	done := waitCondition(t, ns, "through-the-installation", trainer.TrainJobComplete, trainer.TrainJobJobsCompletedReason)
+	done := cluster.WaitCondition(t, ns, "through-the-installation", trainer.TrainJobComplete, metav1.ConditionTrue, trainer.TrainJobJobsCompletedReason)
 	waitGoneNotBefore(t, ns, "through-the-installation", done.FinishedCondition().LastTransitionTime.Add(5*time.Second))
 	t.Logf("a TrainJob ran to completion and was deleted at its TTL: %s since the start", time.Since(start).Round(100*time.Millisecond))
 
 	// Uninstalled with a TrainJob running, its Jobs held by the tracking
 	// finalizer.
-	create(t, trainJob("running", ns, time.Hour).NumNodes(2).Obj())
-	waitRunning(t, ns, "running", 2)
+	cluster.Create(t, trainJob("running", ns, time.Hour).NumNodes(2).Obj())
+	cluster.WaitPodsRunning(t, ns, "running", 2)
 	var jobs batchv1.JobList
-	if err := k8s.List(ctx, &jobs, client.InNamespace(ns), client.MatchingLabels{trainer.TrainJobNameLabel: "running"}); err != nil {
+	if err := cluster.Client.List(ctx, &jobs, client.InNamespace(ns), client.MatchingLabels{trainer.TrainJobNameLabel: "running"}); err != nil {
 		t.Fatal(err)
 	}
 	if len(jobs.Items) == 0 || !slices.ContainsFunc(jobs.Items, func(j batchv1.Job) bool { return slices.Contains(j.Finalizers, trainer.JobTrackingFinalizer) }) {
 		t.Fatalf("the running TrainJob's Jobs carry no %s: the uninstall below would prove nothing", trainer.JobTrackingFinalizer)
 	}
 	uninstallStart := time.Now()
-	trainctl := exec.Command(filepath.Join(repoRoot, "bin", "trainctl"), "--kubeconfig", devOpts.Kubeconfig(), "uninstall", "--timeout", "60s")
+	trainctl := exec.Command(filepath.Join(devOpts.Root, "bin", "trainctl"), "--kubeconfig", devOpts.Kubeconfig(), "uninstall", "--timeout", "60s")
 	if out, err := trainctl.CombinedOutput(); err != nil {
 		t.Fatalf("trainctl uninstall: %v\n%s", err, out)
 	} else {
@@ -351,7 +351,7 @@ spec:
 		&appsv1.DeploymentList{}, &corev1.ServiceList{}, &corev1.ServiceAccountList{}, &corev1.ConfigMapList{}, &corev1.SecretList{},
 		&rbacv1.RoleList{}, &rbacv1.RoleBindingList{},
 	} {
-		if err := k8s.List(ctx, l, client.MatchingLabels(inst.labels)); err != nil {
+		if err := cluster.Client.List(ctx, l, client.MatchingLabels(inst.labels)); err != nil {
 			t.Fatal(err)
 		}
 		items, err := meta.ExtractList(l)
@@ -362,11 +362,11 @@ spec:
 			t.Errorf("the uninstall left %d %T of the installation", n, l)
 		}
 	}
-	eventually(t, "no Job or Pod of the TrainJobs to be left", func() error {
+	cluster.Eventually(t, "no Job or Pod of the TrainJobs to be left", func() error {
 		var jobs batchv1.JobList
 		var pods corev1.PodList
 		for _, l := range []client.ObjectList{&jobs, &pods} {
-			if err := k8s.List(ctx, l, client.InNamespace(ns)); err != nil {
+			if err := cluster.Client.List(ctx, l, client.InNamespace(ns)); err != nil {
 				return err
 			}
 		}
@@ -383,15 +383,15 @@ spec:
 		return nil
 	})
 	for _, name := range []string{ns, inst.namespace} {
-		err := k8s.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
+		err := cluster.Client.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
 		if client.IgnoreNotFound(err) != nil {
 			t.Fatalf("deleting namespace %s: %v", name, err)
 		}
 	}
-	eventually(t, "the namespaces to be deleted", func() error {
+	cluster.Eventually(t, "the namespaces to be deleted", func() error {
 		for _, name := range []string{ns, inst.namespace} {
 			var got corev1.Namespace
-			err := k8s.Get(ctx, client.ObjectKey{Name: name}, &got)
+			err := cluster.Client.Get(ctx, client.ObjectKey{Name: name}, &got)
 			if err == nil {
 				return fmt.Errorf("namespace %s: %s, conditions %+v", name, got.Status.Phase, got.Status.Conditions)
 			}
@@ -404,15 +404,6 @@ spec:
 	t.Logf("install, a TrainJob through it, uninstall with one running, namespaces deleted: %s", time.Since(start).Round(100*time.Millisecond))
 }
 
-func mustKubectl(t *testing.T, args ...string) string {
-	t.Helper()
-	out, err := kubectl(args...)
-	if err != nil {
-		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return out
-}
-
 // replaceSuiteInstallation makes the cluster as one the chart installs into:
 // once no TrainJob or held child Job is left (other tests' namespaces may
 // still be deleting), it stops the suite's manager and deletes what dev.Up
@@ -420,13 +411,13 @@ func mustKubectl(t *testing.T, args ...string) string {
 // back when the test ends.
 func replaceSuiteInstallation(t *testing.T, ctx context.Context) {
 	t.Helper()
-	eventually(t, "no TrainJob, nor Job held by the tracking finalizer, in the cluster", func() error {
+	cluster.Eventually(t, "no TrainJob, nor Job held by the tracking finalizer, in the cluster", func() error {
 		var tjs trainer.TrainJobList
-		if err := k8s.List(ctx, &tjs); err != nil {
+		if err := cluster.Client.List(ctx, &tjs); err != nil {
 			return err
 		}
 		var jobs batchv1.JobList
-		if err := k8s.List(ctx, &jobs); err != nil {
+		if err := cluster.Client.List(ctx, &jobs); err != nil {
 			return err
 		}
 		held := slices.DeleteFunc(jobs.Items, func(j batchv1.Job) bool { return !slices.Contains(j.Finalizers, trainer.JobTrackingFinalizer) })
@@ -446,11 +437,11 @@ func replaceSuiteInstallation(t *testing.T, ctx context.Context) {
 		t.Fatalf("stopping the suite's manager: %v", err)
 	}
 	for _, args := range [][]string{
-		{"delete", "--ignore-not-found", "-k", filepath.Join(repoRoot, "config", "crd")},
-		{"delete", "--ignore-not-found", "-k", filepath.Join(repoRoot, "config", "rbac")},
+		{"delete", "--ignore-not-found", "-k", filepath.Join(devOpts.Root, "config", "crd")},
+		{"delete", "--ignore-not-found", "-k", filepath.Join(devOpts.Root, "config", "rbac")},
 		{"delete", "--ignore-not-found", "validatingwebhookconfiguration,mutatingwebhookconfiguration", configv1alpha1.DefaultWebhookConfigurationName},
 	} {
-		if out, err := kubectl(args...); err != nil {
+		if out, err := cluster.Kubectl(args...); err != nil {
 			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
 	}
@@ -463,10 +454,10 @@ func installedWebhooks(t *testing.T, ctx context.Context) []*admissionregistrati
 	var v admissionregistrationv1.ValidatingWebhookConfiguration
 	var m admissionregistrationv1.MutatingWebhookConfiguration
 	key := client.ObjectKey{Name: configv1alpha1.DefaultWebhookConfigurationName}
-	if err := k8s.Get(ctx, key, &v); err != nil {
+	if err := cluster.Client.Get(ctx, key, &v); err != nil {
 		t.Fatal(err)
 	}
-	if err := k8s.Get(ctx, key, &m); err != nil {
+	if err := cluster.Client.Get(ctx, key, &m); err != nil {
 		t.Fatal(err)
 	}
 	var out []*admissionregistrationv1.WebhookClientConfig
@@ -494,21 +485,21 @@ func pointWebhooksAt(t *testing.T, ctx context.Context, namespace string, port i
 		cc.Service = nil
 	}
 	var v admissionregistrationv1.ValidatingWebhookConfiguration
-	if err := k8s.Get(ctx, key, &v); err != nil {
+	if err := cluster.Client.Get(ctx, key, &v); err != nil {
 		t.Fatal(err)
 	}
 	for i := range v.Webhooks {
 		toURL(&v.Webhooks[i].ClientConfig)
 	}
 	var m admissionregistrationv1.MutatingWebhookConfiguration
-	if err := k8s.Get(ctx, key, &m); err != nil {
+	if err := cluster.Client.Get(ctx, key, &m); err != nil {
 		t.Fatal(err)
 	}
 	for i := range m.Webhooks {
 		toURL(&m.Webhooks[i].ClientConfig)
 	}
 	for _, obj := range []client.Object{&v, &m} {
-		if err := k8s.Update(ctx, obj); err != nil {
+		if err := cluster.Client.Update(ctx, obj); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -521,7 +512,7 @@ func pointWebhooksAt(t *testing.T, ctx context.Context, namespace string, port i
 func installedConfiguration(t *testing.T, ctx context.Context, namespace string) string {
 	t.Helper()
 	var cm corev1.ConfigMap
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: config.ConfigMapName}, &cm); err != nil {
+	if err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: config.ConfigMapName}, &cm); err != nil {
 		t.Fatal(err)
 	}
 	var cfg map[string]any
@@ -554,7 +545,7 @@ func serviceAccountKubeconfig(t *testing.T, ctx context.Context, namespace strin
 	t.Helper()
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: managerServiceAccount}}
 	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}
-	if err := k8s.SubResource("token").Create(ctx, sa, tr); err != nil {
+	if err := cluster.Client.SubResource("token").Create(ctx, sa, tr); err != nil {
 		t.Fatalf("a token of the installation's ServiceAccount: %v", err)
 	}
 	kc, err := clientcmd.LoadFromFile(devOpts.Kubeconfig())
@@ -599,7 +590,7 @@ func startInstalledManager(t *testing.T, namespace, configPath, kubeconfig strin
 	t.Helper()
 	healthPort := freePort(t)
 	return utiltesting.StartProcess(t, "the installation's manager", utiltesting.ReadyzURL(healthPort), timeout,
-		filepath.Join(repoRoot, "bin", "manager"),
+		filepath.Join(devOpts.Root, "bin", "manager"),
 		"--config", configPath,
 		"--kubeconfig", kubeconfig,
 		"--webhook-port", strconv.Itoa(webhookPort),
@@ -613,7 +604,7 @@ func startInstalledManager(t *testing.T, namespace, configPath, kubeconfig strin
 // getCRD reads the CRD of the TrainJob API's resource.
 func getCRD(ctx context.Context, resource string) error {
 	name := resource + "." + trainer.GroupVersion.Group
-	return k8s.Get(ctx, client.ObjectKey{Name: name}, dev.CRD(name))
+	return cluster.Client.Get(ctx, client.ObjectKey{Name: name}, dev.CRD(name))
 }
 
 func freePort(t *testing.T) int {

@@ -32,7 +32,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -53,86 +52,8 @@ func trainJob(name, ns string, d time.Duration) *utiltesting.TrainJobWrapper {
 	return utiltesting.MakeTrainJob(name, ns).Annotation(runFor, d.String()).Command("torchrun", "train.py")
 }
 
-func create(t *testing.T, obj client.Object) {
-	t.Helper()
-	if err := k8s.Create(context.Background(), obj); err != nil {
-		t.Fatalf("creating %s: %v", obj.GetName(), err)
-	}
-}
-
-func getTrainJob(ns, name string) (*trainer.TrainJob, error) {
-	var tj trainer.TrainJob
-	err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &tj)
-	return &tj, err
-}
-
 func condition(tj *trainer.TrainJob, condType string) *metav1.Condition {
 	return meta.FindStatusCondition(tj.Status.Conditions, condType)
-}
-
-// waitCondition waits until a condition is True with reason, and returns
-// the TrainJob.
-func waitCondition(t *testing.T, ns, name, condType, reason string) *trainer.TrainJob {
-	t.Helper()
-	var tj *trainer.TrainJob
-	eventually(t, fmt.Sprintf("TrainJob %s to be %s (%s)", name, condType, reason), func() (err error) {
-		if tj, err = getTrainJob(ns, name); err != nil {
-			return err
-		}
-		c := condition(tj, condType)
-		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != reason {
-			return fmt.Errorf("conditions: %+v", tj.Status.Conditions)
-		}
-		return nil
-	})
-	return tj
-}
-
-// pods returns the TrainJob's Pods that are not terminated.
-func pods(t *testing.T, ns, name string) []corev1.Pod {
-	t.Helper()
-	var list corev1.PodList
-	if err := k8s.List(context.Background(), &list, client.InNamespace(ns), client.MatchingLabels{trainer.TrainJobNameLabel: name}); err != nil {
-		t.Fatal(err)
-	}
-	return slices.DeleteFunc(list.Items, func(p corev1.Pod) bool {
-		return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
-	})
-}
-
-// waitRunning waits until n Pods of the TrainJob run, and returns them.
-func waitRunning(t *testing.T, ns, name string, n int) []corev1.Pod {
-	t.Helper()
-	var running []corev1.Pod
-	eventually(t, fmt.Sprintf("%d Pods of %s to run", n, name), func() error {
-		running = slices.DeleteFunc(pods(t, ns, name), func(p corev1.Pod) bool { return p.Status.Phase != corev1.PodRunning })
-		if len(running) != n {
-			return fmt.Errorf("%d running", len(running))
-		}
-		return nil
-	})
-	return running
-}
-
-// waitNoPods waits until no Pod of the TrainJob is left, terminated or not.
-func waitNoPods(t *testing.T, d time.Duration, ns, name string) {
-	t.Helper()
-	eventuallyWithin(t, d, "every Pod of "+name+" to be gone", func() error {
-		var list corev1.PodList
-		if err := k8s.List(context.Background(), &list, client.InNamespace(ns), client.MatchingLabels{trainer.TrainJobNameLabel: name}); err != nil {
-			return err
-		}
-		var active []string
-		for _, p := range list.Items {
-			if p.Status.Phase == corev1.PodPending || p.Status.Phase == corev1.PodRunning {
-				active = append(active, p.Name)
-			}
-		}
-		if len(active) > 0 {
-			return fmt.Errorf("active: %v", active)
-		}
-		return nil
-	})
 }
 
 // waitGoneNotBefore waits until the TrainJob and all it owned are gone, and
@@ -140,8 +61,8 @@ func waitNoPods(t *testing.T, d time.Duration, ns, name string) {
 func waitGoneNotBefore(t *testing.T, ns, name string, notBefore time.Time) {
 	t.Helper()
 	var goneAt time.Time
-	eventually(t, "TrainJob "+name+" to be deleted", func() error {
-		if _, err := getTrainJob(ns, name); !apierrors.IsNotFound(err) {
+	cluster.Eventually(t, "TrainJob "+name+" to be deleted", func() error {
+		if _, err := cluster.GetTrainJob(ns, name); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("still there (err %w), due at %s", err, notBefore.Format(time.RFC3339))
 		}
 		goneAt = time.Now()
@@ -150,13 +71,13 @@ func waitGoneNotBefore(t *testing.T, ns, name string, notBefore time.Time) {
 	if goneAt.Before(notBefore) {
 		t.Errorf("TrainJob %s deleted at %s, before it was due at %s", name, goneAt.Format(time.RFC3339Nano), notBefore.Format(time.RFC3339Nano))
 	}
-	eventually(t, "nothing of "+name+" to be left", func() error {
+	cluster.Eventually(t, "nothing of "+name+" to be left", func() error {
 		owned := client.MatchingLabels{trainer.TrainJobNameLabel: name}
 		var jobs batchv1.JobList
 		var ps corev1.PodList
 		var svcs corev1.ServiceList
 		for _, l := range []client.ObjectList{&jobs, &ps, &svcs} {
-			if err := k8s.List(context.Background(), l, client.InNamespace(ns), owned); err != nil {
+			if err := cluster.Client.List(context.Background(), l, client.InNamespace(ns), owned); err != nil {
 				return err
 			}
 		}
@@ -180,14 +101,14 @@ func envOf(p *corev1.Pod) map[string]string {
 // its Pods carry the PET_* values torchrun reads, and its TTL deletes it
 // with everything it owned.
 func TestKEP2899ExampleRunsAndIsCleanedUp(t *testing.T) {
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t)
 	sdk := followSDKStatus(t, ns, "my-training")
-	create(t, trainJob("my-training", ns, 8*time.Second).NumNodes(2).TTL(5).Deadline(60).Obj())
+	cluster.Create(t, trainJob("my-training", ns, 8*time.Second).NumNodes(2).TTL(5).Deadline(60).Obj())
 	sdk.poll(context.Background())
 
-	running := waitRunning(t, ns, "my-training", 2)
+	running := cluster.WaitPodsRunning(t, ns, "my-training", 2)
 	// kubectl's State column says so too.
-	if out, err := kubectl("get", "trainjob", "my-training", "-n", ns, "--no-headers", "-o", "custom-columns=STATE:.status.state"); err != nil || strings.TrimSpace(out) != trainer.TrainJobStateRunning {
+	if out, err := cluster.Kubectl("get", "trainjob", "my-training", "-n", ns, "--no-headers", "-o", "custom-columns=STATE:.status.state"); err != nil || strings.TrimSpace(out) != trainer.TrainJobStateRunning {
 		t.Errorf("kubectl get trainjob: state %q (err %v), want %s", strings.TrimSpace(out), err, trainer.TrainJobStateRunning)
 	}
 	for _, p := range running {
@@ -212,7 +133,7 @@ func TestKEP2899ExampleRunsAndIsCleanedUp(t *testing.T) {
 			t.Errorf("Pod %s has DNS name %s, want my-training-node-0-%s.my-training", p.Name, got, index)
 		}
 	}
-	tj := waitCondition(t, ns, "my-training", trainer.TrainJobComplete, trainer.TrainJobJobsCompletedReason)
+	tj := cluster.WaitCondition(t, ns, "my-training", trainer.TrainJobComplete, metav1.ConditionTrue, trainer.TrainJobJobsCompletedReason)
 	if condition(tj, trainer.TrainJobFailed) != nil {
 		t.Errorf("TrainJob failed: %+v", tj.Status.Conditions)
 	}
@@ -229,19 +150,19 @@ const deadlineTolerance = 5 * time.Second
 // A TrainJob that would run ten minutes, with a 10s deadline: Failed with
 // DeadlineExceeded within 5s of the deadline, every Pod gone soon after.
 func TestDeadlineStopsALongTrainJob(t *testing.T) {
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t)
 	sdk := followSDKStatus(t, ns, "long")
-	create(t, trainJob("long", ns, 10*time.Minute).NumNodes(2).Deadline(10).Obj())
+	cluster.Create(t, trainJob("long", ns, 10*time.Minute).NumNodes(2).Deadline(10).Obj())
 	sdk.poll(context.Background())
-	waitRunning(t, ns, "long", 2)
+	cluster.WaitPodsRunning(t, ns, "long", 2)
 
-	tj := waitCondition(t, ns, "long", trainer.TrainJobFailed, trainer.TrainJobDeadlineExceededReason)
+	tj := cluster.WaitCondition(t, ns, "long", trainer.TrainJobFailed, metav1.ConditionTrue, trainer.TrainJobDeadlineExceededReason)
 	due := tj.Status.StartTime.Add(10 * time.Second)
 	failedAt := tj.FinishedCondition().LastTransitionTime.Time
 	if failedAt.Before(due) || failedAt.After(due.Add(deadlineTolerance)) {
 		t.Errorf("failed at %s, want within %s after the deadline %s", failedAt.Format(time.RFC3339), deadlineTolerance, due.Format(time.RFC3339))
 	}
-	waitNoPods(t, 15*time.Second, ns, "long")
+	cluster.WaitNoPods(t, 15*time.Second, ns, "long")
 	wantSDKStates(t, sdk, utiltesting.SDKCreated, utiltesting.SDKRunning, utiltesting.SDKFailed)
 }
 
@@ -249,46 +170,46 @@ func TestDeadlineStopsALongTrainJob(t *testing.T) {
 // gone. Resumed: new Pods, startTime reset, the deadline counted from the
 // resume (the run outlives the original deadline and completes).
 func TestSuspendAndResume(t *testing.T) {
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t)
 	sdk := followSDKStatus(t, ns, "tj")
-	create(t, trainJob("tj", ns, 15*time.Second).NumNodes(2).Deadline(20).Obj())
+	cluster.Create(t, trainJob("tj", ns, 15*time.Second).NumNodes(2).Deadline(20).Obj())
 	sdk.poll(context.Background())
-	first := waitRunning(t, ns, "tj", 2)
-	tj, err := getTrainJob(ns, "tj")
+	first := cluster.WaitPodsRunning(t, ns, "tj", 2)
+	tj, err := cluster.GetTrainJob(ns, "tj")
 	if err != nil || tj.Status.StartTime == nil {
 		t.Fatalf("no startTime (err %v)", err)
 	}
 	started := tj.Status.StartTime.Time
 
 	time.Sleep(3 * time.Second)
-	patchSuspend(t, ns, "tj", true)
-	eventually(t, "Suspended=True", func() error {
-		tj, err := getTrainJob(ns, "tj")
+	cluster.PatchSuspend(t, ns, "tj", true)
+	cluster.Eventually(t, "Suspended=True", func() error {
+		tj, err := cluster.GetTrainJob(ns, "tj")
 		if err != nil {
 			return err
 		}
 		if c := condition(tj, trainer.TrainJobSuspended); c == nil || c.Status != metav1.ConditionTrue {
-			if left := pods(t, ns, "tj"); len(left) == 0 {
+			if left := cluster.ActivePods(t, ns, "tj"); len(left) == 0 {
 				return fmt.Errorf("no Pod left and still not Suspended")
 			}
 			return fmt.Errorf("not yet")
 		}
 		// Suspended=True: no Pod may be left.
-		if left := pods(t, ns, "tj"); len(left) > 0 {
+		if left := cluster.ActivePods(t, ns, "tj"); len(left) > 0 {
 			t.Fatalf("Suspended=True with %d Pods still active", len(left))
 		}
 		return nil
 	})
 
 	time.Sleep(4 * time.Second)
-	patchSuspend(t, ns, "tj", false)
-	second := waitRunning(t, ns, "tj", 2)
+	cluster.PatchSuspend(t, ns, "tj", false)
+	second := cluster.WaitPodsRunning(t, ns, "tj", 2)
 	for _, p := range second {
 		if slices.ContainsFunc(first, func(q corev1.Pod) bool { return q.UID == p.UID }) {
 			t.Errorf("Pod %s survived the suspension", p.Name)
 		}
 	}
-	tj, err = getTrainJob(ns, "tj")
+	tj, err = cluster.GetTrainJob(ns, "tj")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,7 +221,7 @@ func TestSuspendAndResume(t *testing.T) {
 	}
 	// 20s from the first start has passed by the time it completes: only a
 	// deadline counted from the resume lets it complete.
-	tj = waitCondition(t, ns, "tj", trainer.TrainJobComplete, trainer.TrainJobJobsCompletedReason)
+	tj = cluster.WaitCondition(t, ns, "tj", trainer.TrainJobComplete, metav1.ConditionTrue, trainer.TrainJobJobsCompletedReason)
 	if finished := tj.FinishedCondition().LastTransitionTime.Time; !finished.After(started.Add(20 * time.Second)) {
 		t.Logf("completed at %s, before the original deadline %s: the check above proved nothing this time", finished, started.Add(20*time.Second))
 	}
@@ -319,39 +240,30 @@ func wantSDKStates(t *testing.T, sdk *sdkFollower, want ...string) {
 	}
 }
 
-func patchSuspend(t *testing.T, ns, name string, suspend bool) {
-	t.Helper()
-	patch := fmt.Appendf(nil, `{"spec":{"suspend":%t}}`, suspend)
-	tj := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-	if err := k8s.Patch(context.Background(), tj, client.RawPatch(types.MergePatchType, patch)); err != nil {
-		t.Fatalf("setting suspend=%t: %v", suspend, err)
-	}
-}
-
 // A failing Pod fails the TrainJob, which is not run again.
 func TestFailingPodFailsTheTrainJob(t *testing.T) {
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t)
 	noRetries := utiltesting.MakeRuntimeSpec().Torch()
 	noRetries.Template.Spec.ReplicatedJobs[0].Template.Spec.BackoffLimit = ptr.To[int32](0)
-	create(t, noRetries.Runtime("no-retries", ns))
+	cluster.Create(t, noRetries.Runtime("no-retries", ns))
 	sdk := followSDKStatus(t, ns, "tj")
-	create(t, utiltesting.MakeTrainJob("tj", ns).RuntimeRef(trainer.TrainingRuntimeKind, "no-retries").
+	cluster.Create(t, utiltesting.MakeTrainJob("tj", ns).RuntimeRef(trainer.TrainingRuntimeKind, "no-retries").
 		Annotation(failFor, "3s").NumNodes(2).Obj())
 
-	tj := waitCondition(t, ns, "tj", trainer.TrainJobFailed, trainer.TrainJobJobFailedReason)
+	tj := cluster.WaitCondition(t, ns, "tj", trainer.TrainJobFailed, metav1.ConditionTrue, trainer.TrainJobJobFailedReason)
 	// Whether both Pods were seen running before the first failed is up
 	// to timing; that the SDK reads Failed, never Complete, is not.
 	if states := sdk.stop(); len(states) == 0 || states[len(states)-1] != utiltesting.SDKFailed || slices.Contains(states, utiltesting.SDKComplete) {
 		t.Errorf("the Kubeflow SDK read %v, want it to end Failed", states)
 	}
 	t.Logf("failed: %s", tj.FinishedCondition().Message)
-	waitNoPods(t, 15*time.Second, ns, "tj")
-	consistently(t, 5*time.Second, "nothing is run again", func() error {
-		if left := pods(t, ns, "tj"); len(left) > 0 {
+	cluster.WaitNoPods(t, 15*time.Second, ns, "tj")
+	cluster.Consistently(t, 5*time.Second, "nothing is run again", func() error {
+		if left := cluster.ActivePods(t, ns, "tj"); len(left) > 0 {
 			return fmt.Errorf("%d new Pods", len(left))
 		}
 		var jobs batchv1.JobList
-		if err := k8s.List(context.Background(), &jobs, client.InNamespace(ns)); err != nil {
+		if err := cluster.Client.List(context.Background(), &jobs, client.InNamespace(ns)); err != nil {
 			return err
 		}
 		if len(jobs.Items) != 1 {
@@ -363,23 +275,23 @@ func TestFailingPodFailsTheTrainJob(t *testing.T) {
 
 // Kubeflow's own YAML runs to completion unchanged.
 func TestKubeflowYAMLRunsToCompletion(t *testing.T) {
-	ns := newNamespace(t)
-	compat := filepath.Join(repoRoot, "..", "shared", "compat")
+	ns := cluster.NewNamespace(t)
+	compat := filepath.Join(devOpts.Root, "..", "shared", "compat")
 	sdk := followSDKStatus(t, ns, "multi-node-example")
 	for _, f := range []string{"kubeflow-torch-distributed-runtime.yaml", "kubeflow-multi-node-trainjob.yaml"} {
 		// As Kubeflow's instructions say: kubectl apply -f.
-		if out, err := kubectl("apply", "-n", ns, "-f", filepath.Join(compat, f)); err != nil {
+		if out, err := cluster.Kubectl("apply", "-n", ns, "-f", filepath.Join(compat, f)); err != nil {
 			t.Fatalf("kubectl apply -f %s: %v\n%s", f, err, out)
 		}
 	}
 	sdk.poll(context.Background())
 	t.Cleanup(func() {
 		// Put the dev cluster's own runtime back.
-		if out, err := kubectl("apply", "--server-side", "--force-conflicts", "-k", filepath.Join(repoRoot, "config", "runtimes")); err != nil {
+		if out, err := cluster.Kubectl("apply", "--server-side", "--force-conflicts", "-k", filepath.Join(devOpts.Root, "config", "runtimes")); err != nil {
 			t.Errorf("restoring config/runtimes: %v\n%s", err, out)
 		}
 	})
-	waitRunning(t, ns, "multi-node-example", 3)
+	cluster.WaitPodsRunning(t, ns, "multi-node-example", 3)
 	// The Kubeflow SDK finds a TrainJob's Pods, and tells its steps and
 	// nodes apart, by these labels.
 	selector, err := labels.Parse(trainer.JobSetNameLabel + "=multi-node-example," + trainer.JobSetReplicatedJobNameLabel +
@@ -388,7 +300,7 @@ func TestKubeflowYAMLRunsToCompletion(t *testing.T) {
 		t.Fatal(err)
 	}
 	var found corev1.PodList
-	if err := k8s.List(context.Background(), &found, client.InNamespace(ns), client.MatchingLabelsSelector{Selector: selector}); err != nil {
+	if err := cluster.Client.List(context.Background(), &found, client.InNamespace(ns), client.MatchingLabelsSelector{Selector: selector}); err != nil {
 		t.Fatal(err)
 	}
 	indexes := map[string]bool{}
@@ -398,19 +310,19 @@ func TestKubeflowYAMLRunsToCompletion(t *testing.T) {
 	if want := map[string]bool{"0": true, "1": true, "2": true}; !cmp.Equal(want, indexes) {
 		t.Errorf("the Kubeflow SDK's selector %q finds Pods of completion indexes %v, want %v", selector, indexes, want)
 	}
-	waitCondition(t, ns, "multi-node-example", trainer.TrainJobComplete, trainer.TrainJobJobsCompletedReason)
+	cluster.WaitCondition(t, ns, "multi-node-example", trainer.TrainJobComplete, metav1.ConditionTrue, trainer.TrainJobJobsCompletedReason)
 	wantSDKStates(t, sdk, utiltesting.SDKCreated, utiltesting.SDKRunning, utiltesting.SDKComplete)
 }
 
 // The manager is killed (SIGKILL) while a TTL and a deadline are pending,
 // and started again: each action happens at its time, neither early.
 func TestManagerKilledWithTimersPending(t *testing.T) {
-	ns := newNamespace(t)
-	create(t, trainJob("ttl", ns, 2*time.Second).TTL(12).Obj())
-	create(t, trainJob("deadline", ns, 10*time.Minute).Deadline(12).Obj())
-	finished := waitCondition(t, ns, "ttl", trainer.TrainJobComplete, trainer.TrainJobJobsCompletedReason)
-	waitRunning(t, ns, "deadline", 1)
-	running, err := getTrainJob(ns, "deadline")
+	ns := cluster.NewNamespace(t)
+	cluster.Create(t, trainJob("ttl", ns, 2*time.Second).TTL(12).Obj())
+	cluster.Create(t, trainJob("deadline", ns, 10*time.Minute).Deadline(12).Obj())
+	finished := cluster.WaitCondition(t, ns, "ttl", trainer.TrainJobComplete, metav1.ConditionTrue, trainer.TrainJobJobsCompletedReason)
+	cluster.WaitPodsRunning(t, ns, "deadline", 1)
+	running, err := cluster.GetTrainJob(ns, "deadline")
 	if err != nil || running.Status.StartTime == nil {
 		t.Fatalf("deadline TrainJob not started (err %v)", err)
 	}
@@ -423,7 +335,7 @@ func TestManagerKilledWithTimersPending(t *testing.T) {
 		t.Fatalf("starting the manager again: %v", err)
 	}
 
-	tj := waitCondition(t, ns, "deadline", trainer.TrainJobFailed, trainer.TrainJobDeadlineExceededReason)
+	tj := cluster.WaitCondition(t, ns, "deadline", trainer.TrainJobFailed, metav1.ConditionTrue, trainer.TrainJobDeadlineExceededReason)
 	due := running.Status.StartTime.Add(12 * time.Second)
 	if at := tj.FinishedCondition().LastTransitionTime.Time; at.Before(due) || at.After(due.Add(deadlineTolerance)) {
 		t.Errorf("deadline enforced at %s, want within %s after %s", at.Format(time.RFC3339), deadlineTolerance, due.Format(time.RFC3339))
@@ -435,16 +347,16 @@ func TestManagerKilledWithTimersPending(t *testing.T) {
 // TrainJob's Jobs and Pods go that long after it finishes, and the
 // TrainJob stays, Complete, with its status.
 func TestRuntimeTTLDeletesTheJobsNotTheTrainJob(t *testing.T) {
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t)
 	spec := utiltesting.MakeRuntimeSpec().Torch()
 	spec.Template.Spec.TTLSecondsAfterFinished = ptr.To[int32](3)
-	create(t, spec.Runtime("jobs-ttl", ns))
-	create(t, utiltesting.MakeTrainJob("tj", ns).RuntimeRef(trainer.TrainingRuntimeKind, "jobs-ttl").
+	cluster.Create(t, spec.Runtime("jobs-ttl", ns))
+	cluster.Create(t, utiltesting.MakeTrainJob("tj", ns).RuntimeRef(trainer.TrainingRuntimeKind, "jobs-ttl").
 		Annotation(runFor, "2s").NumNodes(2).Command("torchrun", "train.py").Obj())
-	tj := waitCondition(t, ns, "tj", trainer.TrainJobComplete, trainer.TrainJobJobsCompletedReason)
+	tj := cluster.WaitCondition(t, ns, "tj", trainer.TrainJobComplete, metav1.ConditionTrue, trainer.TrainJobJobsCompletedReason)
 	due := tj.FinishedCondition().LastTransitionTime.Add(3 * time.Second)
-	eventuallyWithin(t, time.Until(due)+deadlineTolerance, "the Jobs to go at the runtime's TTL", func() error {
-		if jobs := jobsOf(t, ns, "tj"); len(jobs) > 0 {
+	cluster.EventuallyWithin(t, time.Until(due)+deadlineTolerance, "the Jobs to go at the runtime's TTL", func() error {
+		if jobs := cluster.JobsOf(t, ns, "tj"); len(jobs) > 0 {
 			return fmt.Errorf("%d Jobs left", len(jobs))
 		}
 		return nil
@@ -452,8 +364,8 @@ func TestRuntimeTTLDeletesTheJobsNotTheTrainJob(t *testing.T) {
 	if time.Now().Before(due) {
 		t.Errorf("Jobs gone before the runtime's TTL (due %s)", due.Format(time.RFC3339))
 	}
-	waitNoPods(t, 15*time.Second, ns, "tj")
-	tj, err := getTrainJob(ns, "tj")
+	cluster.WaitNoPods(t, 15*time.Second, ns, "tj")
+	tj, err := cluster.GetTrainJob(ns, "tj")
 	if err != nil {
 		t.Fatalf("the TrainJob went with its Jobs: %v", err)
 	}

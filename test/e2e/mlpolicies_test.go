@@ -96,7 +96,7 @@ func resolvedEnv(t *testing.T, p *corev1.Pod, c *corev1.Container) map[string]st
 // publishes, as DNS answers them.
 func endpointHosts(ns, service string) ([]string, error) {
 	var list discoveryv1.EndpointSliceList
-	if err := k8s.List(context.Background(), &list, client.InNamespace(ns), client.MatchingLabels{discoveryv1.LabelServiceName: service}); err != nil {
+	if err := cluster.Client.List(context.Background(), &list, client.InNamespace(ns), client.MatchingLabels{discoveryv1.LabelServiceName: service}); err != nil {
 		return nil, err
 	}
 	var hosts []string
@@ -115,7 +115,7 @@ func endpointHosts(ns, service string) ([]string, error) {
 func waitPublished(t *testing.T, ns, service string, hosts []string) {
 	t.Helper()
 	want := slices.Sorted(slices.Values(hosts))
-	eventually(t, fmt.Sprintf("Service %s to publish %v", service, want), func() error {
+	cluster.Eventually(t, fmt.Sprintf("Service %s to publish %v", service, want), func() error {
 		got, err := endpointHosts(ns, service)
 		if err != nil {
 			return err
@@ -136,9 +136,9 @@ func waitPublished(t *testing.T, ns, service string, hosts []string) {
 func TestMPIRuntimes(t *testing.T) {
 	for _, runtime := range []string{"deepspeed-distributed", "mlx-distributed"} {
 		t.Run(runtime, func(t *testing.T) {
-			ns := newNamespace(t)
+			ns := cluster.NewNamespace(t)
 			name := strings.Split(runtime, "-")[0]
-			applyYAML(t, ns, fmt.Sprintf(`
+			cluster.ApplyYAML(t, ns, fmt.Sprintf(`
 apiVersion: trainer.kubeflow.org/v1alpha1
 kind: TrainJob
 metadata:
@@ -169,7 +169,7 @@ spec:
                         annotations: {%[3]s: 6s}
 `, name, runtime, runFor))
 
-			running := waitRunning(t, ns, name, 3)
+			running := cluster.WaitPodsRunning(t, ns, name, 3)
 			var nodes []*corev1.Pod
 			var launcher *corev1.Pod
 			for i := range running {
@@ -184,7 +184,7 @@ spec:
 			}
 
 			// The launcher after the nodes were Ready.
-			launcherJob := jobsOf(t, ns, name)[name+"-launcher-0"]
+			launcherJob := cluster.JobsOf(t, ns, name)[name+"-launcher-0"]
 			for _, n := range nodes {
 				var readyAt time.Time
 				for _, c := range n.Status.Conditions {
@@ -200,7 +200,7 @@ spec:
 			// The hostfile: every node, then the launcher, by the names
 			// the Service publishes, 2 slots (GPUs) each.
 			var hostfile corev1.ConfigMap
-			if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name + "-mpi-hostfile"}, &hostfile); err != nil {
+			if err := cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name + "-mpi-hostfile"}, &hostfile); err != nil {
 				t.Fatal(err)
 			}
 			var want, hosts []string
@@ -234,7 +234,7 @@ spec:
 
 			// The key pair, in every node container.
 			var secret corev1.Secret
-			if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name + "-mpi-ssh-auth"}, &secret); err != nil {
+			if err := cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name + "-mpi-ssh-auth"}, &secret); err != nil {
 				t.Fatal(err)
 			}
 			signer, err := ssh.ParsePrivateKey(secret.Data["ssh-privatekey"])
@@ -267,24 +267,24 @@ spec:
 				}
 			}
 
-			tj := waitCondition(t, ns, name, trainer.TrainJobComplete, trainer.TrainJobJobsCompletedReason)
-			waitNoPods(t, timeout, ns, name)
+			tj := cluster.WaitCondition(t, ns, name, trainer.TrainJobComplete, metav1.ConditionTrue, trainer.TrainJobJobsCompletedReason)
+			cluster.WaitNoPods(t, timeout, ns, name)
 			for _, obj := range []client.Object{&hostfile, &secret} {
 				if !metav1.IsControlledBy(obj, tj) {
 					t.Errorf("%s is not the TrainJob's: %v", obj.GetName(), obj.GetOwnerReferences())
 				}
 			}
-			if err := k8s.Delete(context.Background(), tj, client.PropagationPolicy(metav1.DeletePropagationForeground)); err != nil {
+			if err := cluster.Client.Delete(context.Background(), tj, client.PropagationPolicy(metav1.DeletePropagationForeground)); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, "the key and the hostfile to go with the TrainJob", func() error {
+			cluster.Eventually(t, "the key and the hostfile to go with the TrainJob", func() error {
 				var left []string
 				for _, obj := range []client.Object{&corev1.ConfigMap{}, &corev1.Secret{}} {
 					key := client.ObjectKey{Namespace: ns, Name: name + "-mpi-hostfile"}
 					if _, ok := obj.(*corev1.Secret); ok {
 						key.Name = name + "-mpi-ssh-auth"
 					}
-					if err := k8s.Get(context.Background(), key, obj); err == nil {
+					if err := cluster.Client.Get(context.Background(), key, obj); err == nil {
 						left = append(left, key.Name)
 					}
 				}
@@ -329,9 +329,9 @@ func TestJAXAndXGBoostRuntimes(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.runtime, func(t *testing.T) {
-			ns := newNamespace(t)
+			ns := cluster.NewNamespace(t)
 			name := strings.Split(tc.runtime, "-")[0]
-			applyYAML(t, ns, fmt.Sprintf(`
+			cluster.ApplyYAML(t, ns, fmt.Sprintf(`
 apiVersion: trainer.kubeflow.org/v1alpha1
 kind: TrainJob
 metadata:
@@ -347,7 +347,7 @@ spec:
       limits:
         nvidia.com/gpu: 2
 `, name, tc.runtime, runFor))
-			running := waitRunning(t, ns, name, 3)
+			running := cluster.WaitPodsRunning(t, ns, name, 3)
 			var node0 string
 			var hosts []string
 			for i := range running {
@@ -376,7 +376,7 @@ spec:
 			if len(ranks) != 3 {
 				t.Errorf("ranks %v, want 0, 1 and 2", ranks)
 			}
-			waitCondition(t, ns, name, trainer.TrainJobComplete, trainer.TrainJobJobsCompletedReason)
+			cluster.WaitCondition(t, ns, name, trainer.TrainJobComplete, metav1.ConditionTrue, trainer.TrainJobJobsCompletedReason)
 		})
 	}
 }
@@ -386,9 +386,9 @@ spec:
 // trainer runs the single-device LoRA recipe with its config and the
 // runtime's paths, and no rendezvous.
 func TestTorchtuneRuntime(t *testing.T) {
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t)
 	volumeFor(t, ns, "initializer-lora")
-	applyYAML(t, ns, fmt.Sprintf(`
+	cluster.ApplyYAML(t, ns, fmt.Sprintf(`
 apiVersion: trainer.kubeflow.org/v1alpha1
 kind: TrainJob
 metadata:
@@ -408,8 +408,8 @@ spec:
         nvidia.com/gpu: 1
 `, runFor))
 	var trainerPod *corev1.Pod
-	eventually(t, "the trainer to run", func() error {
-		for _, p := range pods(t, ns, "lora") {
+	cluster.Eventually(t, "the trainer to run", func() error {
+		for _, p := range cluster.ActivePods(t, ns, "lora") {
 			if stepOf(&p) == "node" && p.Status.Phase == corev1.PodRunning {
 				trainerPod = &p
 				return nil
@@ -427,7 +427,7 @@ spec:
 	if got := resolvedEnv(t, trainerPod, c); !maps.Equal(got, wantEnv) {
 		t.Errorf("trainer env %v, want %v (no master address: torchtune's rendezvous is on its command line)", got, wantEnv)
 	}
-	waitCondition(t, ns, "lora", trainer.TrainJobComplete, trainer.TrainJobJobsCompletedReason)
+	cluster.WaitCondition(t, ns, "lora", trainer.TrainJobComplete, metav1.ConditionTrue, trainer.TrainJobJobsCompletedReason)
 }
 
 // Flux, on Kubeflow v2.3's flux-distributed example runtime and its LAMMPS
@@ -437,8 +437,8 @@ spec:
 // the brokers connect through; the brokers' certificate is the
 // TrainJob's.
 func TestFluxRuntime(t *testing.T) {
-	ns := newNamespace(t)
-	applyYAML(t, "default", `
+	ns := cluster.NewNamespace(t)
+	cluster.ApplyYAML(t, "default", `
 apiVersion: trainer.kubeflow.org/v1alpha1
 kind: ClusterTrainingRuntime
 metadata:
@@ -464,8 +464,10 @@ spec:
                     - name: node
                       image: ubuntu:jammy
 `)
-	t.Cleanup(func() { _, _ = kubectl("delete", "clustertrainingruntime", "flux-distributed", "--ignore-not-found") })
-	applyYAML(t, ns, fmt.Sprintf(`
+	t.Cleanup(func() {
+		_, _ = cluster.Kubectl("delete", "clustertrainingruntime", "flux-distributed", "--ignore-not-found")
+	})
+	cluster.ApplyYAML(t, ns, fmt.Sprintf(`
 apiVersion: trainer.kubeflow.org/v1alpha1
 kind: TrainJob
 metadata:
@@ -483,7 +485,7 @@ spec:
      - name: FLUX_VIEW_IMAGE
        value: ghcr.io/converged-computing/flux-view-ubuntu:tag-jammy
 `, runFor))
-	running := waitRunning(t, ns, "lammps-flux", 2)
+	running := cluster.WaitPodsRunning(t, ns, "lammps-flux", 2)
 	var hostnames []string
 	for i := range running {
 		p := &running[i]
@@ -504,7 +506,7 @@ spec:
 		t.Errorf("host names %v, want %v: what the host list lammps-flux-node-0-[0-1] names", hostnames, want)
 	}
 	var scripts corev1.ConfigMap
-	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "lammps-flux-flux-entrypoint"}, &scripts); err != nil {
+	if err := cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "lammps-flux-flux-entrypoint"}, &scripts); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{`{ host = "lammps-flux-node-0-[0-1]" }`, fmt.Sprintf(`default_connect = "tcp://%%h.lammps-flux.%s.svc.cluster.local:%%p"`, ns)} {
@@ -516,12 +518,12 @@ spec:
 		t.Error("the entrypoint does not run 8 tasks on 2 nodes")
 	}
 	var cert corev1.Secret
-	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "lammps-flux-flux-curve"}, &cert); err != nil {
+	if err := cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "lammps-flux-flux-curve"}, &cert); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(string(cert.Data["curve.cert"]), "secret-key = ") {
 		t.Errorf("curve.cert:\n%s", cert.Data["curve.cert"])
 	}
 	waitPublished(t, ns, "lammps-flux", []string{"lammps-flux-node-0-0.lammps-flux", "lammps-flux-node-0-1.lammps-flux"})
-	waitCondition(t, ns, "lammps-flux", trainer.TrainJobComplete, trainer.TrainJobJobsCompletedReason)
+	cluster.WaitCondition(t, ns, "lammps-flux", trainer.TrainJobComplete, metav1.ConditionTrue, trainer.TrainJobJobsCompletedReason)
 }

@@ -24,6 +24,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
@@ -92,7 +93,7 @@ spec:
 func restartEvents(t *testing.T, ns, name string) []string {
 	t.Helper()
 	var list corev1.EventList
-	if err := k8s.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+	if err := cluster.Client.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)
 	}
 	var reasons []string
@@ -110,14 +111,14 @@ func restartEvents(t *testing.T, ns, name string) []string {
 // third attempt: two restarts, each recreating its Jobs with the next
 // restart attempt in their labels, an event for each.
 func TestFailurePolicyRestartsUntilItSucceeds(t *testing.T) {
-	ns := newNamespace(t)
-	applyYAML(t, ns, restartingRuntime("restarting", "        maxRestarts: 3"))
-	applyYAML(t, ns, restartingTrainJob("twice", "restarting", 2))
-	tj := waitCondition(t, ns, "twice", trainer.TrainJobComplete, trainer.TrainJobJobsCompletedReason)
+	ns := cluster.NewNamespace(t)
+	cluster.ApplyYAML(t, ns, restartingRuntime("restarting", "        maxRestarts: 3"))
+	cluster.ApplyYAML(t, ns, restartingTrainJob("twice", "restarting", 2))
+	tj := cluster.WaitCondition(t, ns, "twice", trainer.TrainJobComplete, metav1.ConditionTrue, trainer.TrainJobJobsCompletedReason)
 	if tj.Status.Restarts != 2 || tj.Status.RestartsCountTowardsMax != 2 {
 		t.Errorf("restarts %d (%d counted), want 2 (2)", tj.Status.Restarts, tj.Status.RestartsCountTowardsMax)
 	}
-	jobs := jobsOf(t, ns, "twice")
+	jobs := cluster.JobsOf(t, ns, "twice")
 	if len(jobs) != 1 {
 		t.Errorf("Jobs %d, want the last attempt's alone", len(jobs))
 	}
@@ -126,7 +127,7 @@ func TestFailurePolicyRestartsUntilItSucceeds(t *testing.T) {
 			t.Errorf("Job %s restart attempt %q, want 2", name, got)
 		}
 	}
-	eventually(t, "two restart events", func() error {
+	cluster.Eventually(t, "two restart events", func() error {
 		if got := restartEvents(t, ns, "twice"); len(got) != 2 {
 			return fmt.Errorf("restart events %v", got)
 		}
@@ -137,27 +138,27 @@ func TestFailurePolicyRestartsUntilItSucceeds(t *testing.T) {
 // With maxRestarts 1, a TrainJob whose Pods keep failing restarts once,
 // then fails with the restart budget spent.
 func TestFailurePolicyMaxRestartsSpent(t *testing.T) {
-	ns := newNamespace(t)
-	applyYAML(t, ns, restartingRuntime("restarting", "        maxRestarts: 1"))
-	applyYAML(t, ns, restartingTrainJob("always", "restarting", 100))
-	tj := waitCondition(t, ns, "always", trainer.TrainJobFailed, trainer.TrainJobReachedMaxRestartsReason)
+	ns := cluster.NewNamespace(t)
+	cluster.ApplyYAML(t, ns, restartingRuntime("restarting", "        maxRestarts: 1"))
+	cluster.ApplyYAML(t, ns, restartingTrainJob("always", "restarting", 100))
+	tj := cluster.WaitCondition(t, ns, "always", trainer.TrainJobFailed, metav1.ConditionTrue, trainer.TrainJobReachedMaxRestartsReason)
 	if tj.Status.Restarts != 1 {
 		t.Errorf("restarts %d, want 1", tj.Status.Restarts)
 	}
-	waitNoPods(t, timeout, ns, "always")
+	cluster.WaitNoPods(t, timeout, ns, "always")
 }
 
 // A FailJobSet rule on the Job's failure reason fails the TrainJob at
 // once, restart budget or not.
 func TestFailurePolicyFailJobSetRule(t *testing.T) {
-	ns := newNamespace(t)
-	applyYAML(t, ns, restartingRuntime("fail-fast", `        maxRestarts: 5
+	ns := cluster.NewNamespace(t)
+	cluster.ApplyYAML(t, ns, restartingRuntime("fail-fast", `        maxRestarts: 5
         rules:
           - name: backoff
             action: FailJobSet
             onJobFailureReasons: [BackoffLimitExceeded]`))
-	applyYAML(t, ns, restartingTrainJob("fast", "fail-fast", 100))
-	tj := waitCondition(t, ns, "fast", trainer.TrainJobFailed, trainer.TrainJobFailJobSetReason)
+	cluster.ApplyYAML(t, ns, restartingTrainJob("fast", "fail-fast", 100))
+	tj := cluster.WaitCondition(t, ns, "fast", trainer.TrainJobFailed, metav1.ConditionTrue, trainer.TrainJobFailJobSetReason)
 	if tj.Status.Restarts != 0 {
 		t.Errorf("restarts %d, want 0", tj.Status.Restarts)
 	}
@@ -178,18 +179,18 @@ func TestRestartOutlivesItsRuntime(t *testing.T) {
 			`{"spec":{"mlPolicy":{"numNodes":3},"template":{"spec":{"network":{"subdomain":"elsewhere"}}}}}`},
 	} {
 		t.Run(name, func(t *testing.T) {
-			ns := newNamespace(t)
-			applyYAML(t, ns, restartingRuntime("restarting", "        maxRestarts: 1"))
+			ns := cluster.NewNamespace(t)
+			cluster.ApplyYAML(t, ns, restartingRuntime("restarting", "        maxRestarts: 1"))
 			// Its first attempt's Pods fail after 10s, the second's
 			// succeed after 2s.
 			manifest := strings.Replace(restartingTrainJob("tj", "restarting", 1), failFor+": 2s", failFor+": 10s", 1)
-			applyYAML(t, ns, manifest)
-			first := waitRunning(t, ns, "tj", 2)
-			if out, err := kubectl(append(change, "-n", ns)...); err != nil {
+			cluster.ApplyYAML(t, ns, manifest)
+			first := cluster.WaitPodsRunning(t, ns, "tj", 2)
+			if out, err := cluster.Kubectl(append(change, "-n", ns)...); err != nil {
 				t.Fatalf("kubectl %s: %v\n%s", change[0], err, out)
 			}
-			eventually(t, "the second attempt to run", func() error {
-				running := slices.DeleteFunc(pods(t, ns, "tj"), func(p corev1.Pod) bool {
+			cluster.Eventually(t, "the second attempt to run", func() error {
+				running := slices.DeleteFunc(cluster.ActivePods(t, ns, "tj"), func(p corev1.Pod) bool {
 					return p.Status.Phase != corev1.PodRunning || p.Labels[trainer.JobSetRestartAttemptLabel] != "1"
 				})
 				if len(running) != 2 {
@@ -202,7 +203,7 @@ func TestRestartOutlivesItsRuntime(t *testing.T) {
 				}
 				return nil
 			})
-			tj := waitCondition(t, ns, "tj", trainer.TrainJobComplete, trainer.TrainJobJobsCompletedReason)
+			tj := cluster.WaitCondition(t, ns, "tj", trainer.TrainJobComplete, metav1.ConditionTrue, trainer.TrainJobJobsCompletedReason)
 			if tj.Status.Restarts != 1 {
 				t.Errorf("restarts %d, want 1", tj.Status.Restarts)
 			}

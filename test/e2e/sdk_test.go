@@ -102,20 +102,20 @@ func (f *sdkFollower) stop() []string {
 // if it could not be read.
 func sdkStatus(ctx context.Context, ns, name string) (string, bool) {
 	var tj trainer.TrainJob
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &tj); err != nil {
+	if err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &tj); err != nil {
 		return "", false
 	}
 	var nodes int32
 	var spec *trainer.TrainingRuntimeSpec
 	if tj.Spec.RuntimeRef.Kind != nil && *tj.Spec.RuntimeRef.Kind == trainer.TrainingRuntimeKind {
 		var rt trainer.TrainingRuntime
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: tj.Spec.RuntimeRef.Name}, &rt); err != nil {
+		if err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: tj.Spec.RuntimeRef.Name}, &rt); err != nil {
 			return "", false
 		}
 		spec = &rt.Spec
 	} else {
 		var rt trainer.ClusterTrainingRuntime
-		if err := k8s.Get(ctx, client.ObjectKey{Name: tj.Spec.RuntimeRef.Name}, &rt); err != nil {
+		if err := cluster.Client.Get(ctx, client.ObjectKey{Name: tj.Spec.RuntimeRef.Name}, &rt); err != nil {
 			return "", false
 		}
 		spec = &rt.Spec
@@ -124,7 +124,7 @@ func sdkStatus(ctx context.Context, ns, name string) (string, bool) {
 		nodes = *spec.MLPolicy.NumNodes
 	}
 	var pods corev1.PodList
-	if err := k8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{trainer.JobSetNameLabel: name}); err != nil {
+	if err := cluster.Client.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{trainer.JobSetNameLabel: name}); err != nil {
 		return "", false
 	}
 	return utiltesting.KubeflowSDKStatus(&tj, nodes, pods.Items), true

@@ -34,33 +34,6 @@ import (
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
 )
 
-// applyYAML applies a manifest in ns, as a user would, and returns what
-// kubectl said (warnings included).
-func applyYAML(t *testing.T, ns, manifest string) string {
-	t.Helper()
-	cmd := kubectlCmd("apply", "-n", ns, "-f", "-")
-	cmd.Stdin = strings.NewReader(manifest)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("kubectl apply: %v\n%s", err, out)
-	}
-	return string(out)
-}
-
-// jobsOf returns the TrainJob's Jobs by name.
-func jobsOf(t *testing.T, ns, name string) map[string]batchv1.Job {
-	t.Helper()
-	var list batchv1.JobList
-	if err := k8s.List(context.Background(), &list, client.InNamespace(ns), client.MatchingLabels{trainer.TrainJobNameLabel: name}); err != nil {
-		t.Fatal(err)
-	}
-	jobs := map[string]batchv1.Job{}
-	for _, j := range list.Items {
-		jobs[j.Name] = j
-	}
-	return jobs
-}
-
 // finishedAt is when a Job's Complete condition became True, zero if not.
 func finishedAt(j batchv1.Job) time.Time {
 	for _, c := range j.Status.Conditions {
@@ -77,8 +50,8 @@ func finishedAt(j batchv1.Job) time.Time {
 // initializer's completed, and the TrainJob completes once every Job
 // succeeded.
 func TestDependsOnCompleteRunsStepsInOrder(t *testing.T) {
-	ns := newNamespace(t)
-	applyYAML(t, ns, fmt.Sprintf(`
+	ns := cluster.NewNamespace(t)
+	cluster.ApplyYAML(t, ns, fmt.Sprintf(`
 apiVersion: trainer.kubeflow.org/v1alpha1
 kind: TrainingRuntime
 metadata:
@@ -138,8 +111,8 @@ spec:
     command: [python3, train.py]
 `, runFor))
 
-	tj := waitCondition(t, ns, "multi-step", trainer.TrainJobComplete, trainer.TrainJobJobsCompletedReason)
-	jobs := jobsOf(t, ns, "multi-step")
+	tj := cluster.WaitCondition(t, ns, "multi-step", trainer.TrainJobComplete, metav1.ConditionTrue, trainer.TrainJobJobsCompletedReason)
+	jobs := cluster.JobsOf(t, ns, "multi-step")
 	init, node := jobs["multi-step-dataset-initializer-0"], jobs["multi-step-node-0"]
 	if done := finishedAt(init); done.IsZero() || node.CreationTimestamp.Time.Before(done) {
 		t.Errorf("trainer Job created at %s, initializer completed at %s: want the trainer after", node.CreationTimestamp.Time, done)
@@ -160,8 +133,8 @@ spec:
 // alone. The workers never finish on their own: the TrainJob completes when
 // the launcher does, and the workers' Pods are stopped.
 func TestDependsOnReadyAndSuccessPolicy(t *testing.T) {
-	ns := newNamespace(t)
-	applyYAML(t, ns, fmt.Sprintf(`
+	ns := cluster.NewNamespace(t)
+	cluster.ApplyYAML(t, ns, fmt.Sprintf(`
 apiVersion: trainer.kubeflow.org/v1alpha1
 kind: TrainingRuntime
 metadata:
@@ -211,11 +184,11 @@ spec:
     name: launcher-after-workers
 `, runFor))
 
-	tj := waitCondition(t, ns, "mpi-like", trainer.TrainJobComplete, trainer.TrainJobJobsCompletedReason)
+	tj := cluster.WaitCondition(t, ns, "mpi-like", trainer.TrainJobComplete, metav1.ConditionTrue, trainer.TrainJobJobsCompletedReason)
 	if msg := condition(tj, trainer.TrainJobComplete).Message; msg != "All 1 Job(s) of replicated Job launcher succeeded" {
 		t.Errorf("Complete message %q", msg)
 	}
-	jobs := jobsOf(t, ns, "mpi-like")
+	jobs := cluster.JobsOf(t, ns, "mpi-like")
 	launcher := jobs["mpi-like-launcher-0"]
 	for _, name := range []string{"mpi-like-worker-0", "mpi-like-worker-1"} {
 		w, ok := jobs[name]
@@ -226,7 +199,7 @@ spec:
 			t.Errorf("launcher created at %s, before worker %s (%s)", launcher.CreationTimestamp.Time, name, w.CreationTimestamp.Time)
 		}
 	}
-	waitNoPods(t, timeout, ns, "mpi-like")
+	cluster.WaitNoPods(t, timeout, ns, "mpi-like")
 }
 
 // volumeFor makes a PersistentVolume of Kubeflow's initializer size bound
@@ -244,8 +217,8 @@ func volumeFor(t *testing.T, ns, claim string) {
 			ClaimRef:                      &corev1.ObjectReference{Namespace: ns, Name: claim},
 		},
 	}
-	create(t, pv)
-	t.Cleanup(func() { _ = k8s.Delete(context.Background(), pv) })
+	cluster.Create(t, pv)
+	t.Cleanup(func() { _ = cluster.Client.Delete(context.Background(), pv) })
 }
 
 // The shape of Kubeflow v2.3's torchtune runtimes: a volume claim template
@@ -255,9 +228,9 @@ func volumeFor(t *testing.T, ns, claim string) {
 // would), every step's Pods mount it, the stages run in order, and the
 // claim goes with the TrainJob.
 func TestTorchtuneShape(t *testing.T) {
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t)
 	volumeFor(t, ns, "initializer-tune")
-	applyYAML(t, ns, fmt.Sprintf(`
+	cluster.ApplyYAML(t, ns, fmt.Sprintf(`
 apiVersion: trainer.kubeflow.org/v1alpha1
 kind: TrainingRuntime
 metadata:
@@ -359,8 +332,8 @@ spec:
           value: token
 `, runFor))
 
-	tj := waitCondition(t, ns, "tune", trainer.TrainJobComplete, trainer.TrainJobJobsCompletedReason)
-	jobs := jobsOf(t, ns, "tune")
+	tj := cluster.WaitCondition(t, ns, "tune", trainer.TrainJobComplete, metav1.ConditionTrue, trainer.TrainJobJobsCompletedReason)
+	jobs := cluster.JobsOf(t, ns, "tune")
 	node := jobs["tune-node-0"]
 	for _, init := range []string{"tune-dataset-initializer-0", "tune-model-initializer-0"} {
 		j, ok := jobs[init]
@@ -379,18 +352,18 @@ spec:
 		}
 	}
 	var claim corev1.PersistentVolumeClaim
-	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "initializer-tune"}, &claim); err != nil {
+	if err := cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "initializer-tune"}, &claim); err != nil {
 		t.Fatal(err)
 	}
 	if !metav1.IsControlledBy(&claim, tj) || claim.Status.Phase != corev1.ClaimBound {
 		t.Errorf("claim owners %v, phase %s; want the TrainJob's, Bound", claim.OwnerReferences, claim.Status.Phase)
 	}
-	if err := k8s.Delete(context.Background(), tj, client.PropagationPolicy(metav1.DeletePropagationForeground)); err != nil {
+	if err := cluster.Client.Delete(context.Background(), tj, client.PropagationPolicy(metav1.DeletePropagationForeground)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the claim to go with the TrainJob", func() error {
+	cluster.Eventually(t, "the claim to go with the TrainJob", func() error {
 		var c corev1.PersistentVolumeClaim
-		err := k8s.Get(context.Background(), client.ObjectKeyFromObject(&claim), &c)
+		err := cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(&claim), &c)
 		if err == nil && c.UID == claim.UID {
 			return fmt.Errorf("still there (deletion %v)", c.DeletionTimestamp)
 		}
@@ -404,9 +377,9 @@ spec:
 // TrainJob's name from their Pod's JobSet label. Its initializer shares no
 // volume: the TrainJob is accepted with a warning that says so.
 func TestDataCacheShape(t *testing.T) {
-	ns := newNamespace(t)
-	create(t, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "kubeflow-trainer-cache-initializer", Namespace: ns}})
-	out := applyYAML(t, ns, fmt.Sprintf(`
+	ns := cluster.NewNamespace(t)
+	cluster.Create(t, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "kubeflow-trainer-cache-initializer", Namespace: ns}})
+	out := cluster.ApplyYAML(t, ns, fmt.Sprintf(`
 apiVersion: trainer.kubeflow.org/v1alpha1
 kind: TrainingRuntime
 metadata:
@@ -487,8 +460,8 @@ spec:
 	if !strings.Contains(out, `spec.initializer.dataset: the dataset-initializer container of runtime TrainingRuntime/torch-distributed-with-cache mounts no volume named "initializer"`) {
 		t.Errorf("kubectl apply said:\n%s\nwant the warning that the initializer shares no volume", out)
 	}
-	waitCondition(t, ns, "cached", trainer.TrainJobComplete, trainer.TrainJobJobsCompletedReason)
-	jobs := jobsOf(t, ns, "cached")
+	cluster.WaitCondition(t, ns, "cached", trainer.TrainJobComplete, metav1.ConditionTrue, trainer.TrainJobJobsCompletedReason)
+	jobs := cluster.JobsOf(t, ns, "cached")
 	init, node := jobs["cached-dataset-initializer-0"], jobs["cached-node-0"]
 	if done := finishedAt(init); done.IsZero() || node.CreationTimestamp.Time.Before(done) {
 		t.Errorf("trainer Job created at %s, initializer completed at %s: want the trainer after", node.CreationTimestamp.Time, done)

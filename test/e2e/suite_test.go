@@ -22,21 +22,16 @@ limitations under the License.
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainjob-operator/trainjob-operator/internal/dev"
-	utiltesting "github.com/trainjob-operator/trainjob-operator/internal/util/testing"
+	"github.com/trainjob-operator/trainjob-operator/test/framework"
 )
 
 // Timeouts of the suite, in one place.
@@ -48,9 +43,11 @@ const (
 )
 
 var (
-	k8s      client.Client
-	devOpts  dev.Options
-	repoRoot string
+	// cluster is the suite's cluster.
+	cluster *framework.Cluster
+	// devOpts brought it up: what restarts or reconfigures its processes
+	// needs them.
+	devOpts dev.Options
 )
 
 func TestMain(m *testing.M) {
@@ -58,8 +55,8 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	var err error
-	if repoRoot, err = filepath.Abs(filepath.Join("..", "..")); err != nil {
+	repoRoot, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -70,68 +67,9 @@ func run(m *testing.M) int {
 		Nodes:   4,
 		Out:     os.Stderr,
 	}
-	return dev.RunTests(m, devOpts, func(cl client.WithWatch) { k8s = cl })
-}
-
-// newNamespace creates a namespace for one test; on failure it prints what
-// was in it; afterwards it deletes it.
-func newNamespace(t *testing.T) string {
-	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-"}}
-	if err := k8s.Create(context.Background(), ns); err != nil {
-		t.Fatalf("creating namespace: %v", err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			dump(t, ns.Name)
-		}
-		_ = k8s.Delete(context.Background(), ns)
+	return dev.RunTests(m, devOpts, func(cl client.WithWatch) {
+		cluster = framework.DevCluster(devOpts, cl)
+		cluster.NamespacePrefix = "e2e-"
+		cluster.Timeout, cluster.Interval = timeout, interval
 	})
-	return ns.Name
-}
-
-// dump logs the TrainJobs, Jobs, Pods and events of a namespace, and the end
-// of the manager's log, for a failed test.
-func dump(t *testing.T, ns string) {
-	t.Helper()
-	for _, args := range [][]string{
-		{"get", "trainjobs,jobs,pods,services", "-n", ns, "-o", "wide"},
-		{"get", "trainjobs", "-n", ns, "-o", "yaml"},
-		{"get", "events", "-n", ns, "--sort-by=.lastTimestamp"},
-	} {
-		out, _ := kubectl(args...)
-		t.Logf("kubectl %s:\n%s", strings.Join(args, " "), out)
-	}
-	if data, err := os.ReadFile(devOpts.ManagerLog()); err == nil {
-		lines := strings.Split(strings.TrimSpace(string(data)), "\n")
-		t.Logf("manager log (last lines):\n%s", strings.Join(lines[max(0, len(lines)-40):], "\n"))
-	}
-}
-
-// kubectlCmd is the command kubectl args, on the suite's cluster.
-func kubectlCmd(args ...string) *exec.Cmd {
-	return exec.Command(filepath.Join(repoRoot, "bin", "kubectl"), append([]string{"--kubeconfig", devOpts.Kubeconfig()}, args...)...)
-}
-
-func kubectl(args ...string) (string, error) {
-	out, err := kubectlCmd(args...).CombinedOutput()
-	return string(out), err
-}
-
-// eventually polls check until it returns nil, and fails the test with
-// what it waited for and the last error after timeout.
-func eventually(t *testing.T, what string, check func() error) {
-	t.Helper()
-	utiltesting.Eventually(t, timeout, interval, what, check)
-}
-
-func eventuallyWithin(t *testing.T, d time.Duration, what string, check func() error) {
-	t.Helper()
-	utiltesting.Eventually(t, d, interval, what, check)
-}
-
-// consistently checks for d that check keeps returning nil.
-func consistently(t *testing.T, d time.Duration, what string, check func() error) {
-	t.Helper()
-	utiltesting.Consistently(t, d, interval, what, check)
 }

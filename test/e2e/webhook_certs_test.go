@@ -45,9 +45,9 @@ var certSecretKey = client.ObjectKey{Namespace: configv1alpha1.DefaultNamespace,
 // same CA, while the webhook keeps answering: no call fails.
 func TestWebhookCertificateRenewedBeforeExpiry(t *testing.T) {
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t)
 	var secret corev1.Secret
-	if err := k8s.Get(ctx, certSecretKey, &secret); err != nil {
+	if err := cluster.Client.Get(ctx, certSecretKey, &secret); err != nil {
 		t.Fatal(err)
 	}
 	caBundle := webhookCABundle(t)
@@ -58,7 +58,7 @@ func TestWebhookCertificateRenewedBeforeExpiry(t *testing.T) {
 	expiring, expiringKey := signServingCert(t, ca, caKey, 24*time.Hour)
 	probe := startProbe(t, ns)
 	secret.Data["tls.crt"], secret.Data["tls.key"] = expiring, expiringKey
-	if err := k8s.Update(ctx, &secret); err != nil {
+	if err := cluster.Client.Update(ctx, &secret); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
@@ -66,7 +66,7 @@ func TestWebhookCertificateRenewedBeforeExpiry(t *testing.T) {
 	// The manager renews it and serves the renewed one.
 	var served *x509.Certificate
 	err := wait.PollUntilContextTimeout(ctx, interval, timeout, true, func(ctx context.Context) (bool, error) {
-		if err := k8s.Get(ctx, certSecretKey, &secret); err != nil {
+		if err := cluster.Client.Get(ctx, certSecretKey, &secret); err != nil {
 			return false, err
 		}
 		inSecret := parseCert(t, secret.Data["tls.crt"])
@@ -99,20 +99,20 @@ func TestWebhookCertificateRenewedBeforeExpiry(t *testing.T) {
 // caBundle follows, and the webhook answers again with no one stepping in.
 func TestWebhookCertificateRemadeWhenSecretWiped(t *testing.T) {
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t)
 	var secret corev1.Secret
-	if err := k8s.Get(ctx, certSecretKey, &secret); err != nil {
+	if err := cluster.Client.Get(ctx, certSecretKey, &secret); err != nil {
 		t.Fatal(err)
 	}
 	oldCA := webhookCABundle(t)
 	probe := startProbe(t, ns)
 	secret.Data = nil
-	if err := k8s.Update(ctx, &secret); err != nil {
+	if err := cluster.Client.Update(ctx, &secret); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
 	err := wait.PollUntilContextTimeout(ctx, interval, timeout, true, func(ctx context.Context) (bool, error) {
-		if err := k8s.Get(ctx, certSecretKey, &secret); err != nil {
+		if err := cluster.Client.Get(ctx, certSecretKey, &secret); err != nil {
 			return false, err
 		}
 		newCA := secret.Data["ca.crt"]
@@ -126,7 +126,7 @@ func TestWebhookCertificateRemadeWhenSecretWiped(t *testing.T) {
 	}
 	remade := time.Since(start)
 	// Calls made from now on must be answered.
-	if err := k8s.Create(ctx, utiltesting.MakeTrainJob("after-wipe", ns).Command("true").Obj(), client.DryRunAll); err != nil {
+	if err := cluster.Client.Create(ctx, utiltesting.MakeTrainJob("after-wipe", ns).Command("true").Obj(), client.DryRunAll); err != nil {
 		t.Fatalf("the webhook does not answer after the new certificate is in place: %v", err)
 	}
 	time.Sleep(2 * time.Second)
@@ -145,7 +145,7 @@ func startProbe(t *testing.T, ns string) func() (ok, failed int64) {
 	go func() {
 		defer close(done)
 		for ctx.Err() == nil {
-			err := k8s.Create(ctx, utiltesting.MakeTrainJob("probe", ns).Command("true").Obj(), client.DryRunAll)
+			err := cluster.Client.Create(ctx, utiltesting.MakeTrainJob("probe", ns).Command("true").Obj(), client.DryRunAll)
 			switch {
 			case ctx.Err() != nil:
 			case err != nil:
@@ -170,7 +170,7 @@ func startProbe(t *testing.T, ns string) func() (ok, failed int64) {
 func webhookURL(t *testing.T) (*url.URL, []byte) {
 	t.Helper()
 	var vwc admissionregistrationv1.ValidatingWebhookConfiguration
-	if err := k8s.Get(context.Background(), client.ObjectKey{Name: configv1alpha1.DefaultWebhookConfigurationName}, &vwc); err != nil {
+	if err := cluster.Client.Get(context.Background(), client.ObjectKey{Name: configv1alpha1.DefaultWebhookConfigurationName}, &vwc); err != nil {
 		t.Fatal(err)
 	}
 	cc := vwc.Webhooks[0].ClientConfig
