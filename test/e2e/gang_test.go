@@ -36,6 +36,7 @@ import (
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
 	"github.com/trainjob-operator/trainjob-operator/internal/dev"
 	"github.com/trainjob-operator/trainjob-operator/internal/jobplan"
+	utiltesting "github.com/trainjob-operator/trainjob-operator/internal/util/testing"
 	"github.com/trainjob-operator/trainjob-operator/test/framework"
 )
 
@@ -86,6 +87,25 @@ func podGroupOf(gvk schema.GroupVersionKind, ns, name string) (*unstructured.Uns
 	return pg, err
 }
 
+// gangRuntime is the runtime torch-gang: torch, its trainer step node, and
+// a gang scheduled whole by the coscheduling plugin, which waits
+// scheduleTimeoutSeconds for all of it.
+func gangRuntime(ns string, scheduleTimeoutSeconds int32, node *utiltesting.ReplicatedJobWrapper) *trainer.TrainingRuntime {
+	return utiltesting.MakeRuntimeSpec().Torch().NumNodes(1).Coscheduling(scheduleTimeoutSeconds).
+		ReplicatedJobs(node.Obj()).Runtime("torch-gang", ns)
+}
+
+// gangNode is the trainer step of a gang, whose Pods run 5s.
+func gangNode() *utiltesting.ReplicatedJobWrapper {
+	return utiltesting.MakeReplicatedJob("node").Trainer().PodAnnotation(runFor, "5s")
+}
+
+// gangTrainJob is the TrainJob gang, of 3 nodes, on the runtime torch-gang.
+func gangTrainJob(ns string) *trainer.TrainJob {
+	return utiltesting.MakeTrainJob("gang", ns).RuntimeRef(trainer.TrainingRuntimeKind, "torch-gang").
+		NumNodes(3).Command("torchrun", "train.py").Obj()
+}
+
 // A runtime with podGroupPolicy coscheduling. Without the PodGroup CRD the
 // TrainJob waits, saying why, with no Job made. Once the CRD is installed
 // it starts: its PodGroup, the TrainJob's, counts its nodes and their
@@ -97,49 +117,10 @@ func TestCoschedulingPodGroup(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	ns := cluster.NewNamespace(t)
-	cluster.ApplyYAML(t, ns, fmt.Sprintf(`
-apiVersion: trainer.kubeflow.org/v1alpha1
-kind: TrainingRuntime
-metadata:
-  name: torch-gang
-spec:
-  mlPolicy:
-    numNodes: 1
-    torch: {}
-  podGroupPolicy:
-    coscheduling:
-      scheduleTimeoutSeconds: 30
-  template:
-    spec:
-      replicatedJobs:
-        - name: node
-          template:
-            metadata:
-              labels:
-                trainer.kubeflow.org/trainjob-ancestor-step: trainer
-            spec:
-              template:
-                metadata:
-                  annotations: {%s: 5s}
-                spec:
-                  containers:
-                    - name: node
-                      image: pytorch/pytorch
-                      resources:
-                        requests: {cpu: "1", memory: 1Gi}
----
-apiVersion: trainer.kubeflow.org/v1alpha1
-kind: TrainJob
-metadata:
-  name: gang
-spec:
-  runtimeRef:
-    kind: TrainingRuntime
-    name: torch-gang
-  trainer:
-    numNodes: 3
-    command: [torchrun, train.py]
-`, runFor))
+	cluster.Create(t, gangRuntime(ns, 30, gangNode().Resources(corev1.ResourceRequirements{Requests: corev1.ResourceList{
+		corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi"),
+	}})))
+	cluster.Create(t, gangTrainJob(ns))
 
 	cluster.Eventually(t, "the TrainJob to say the PodGroup CRD is missing", func() error {
 		tj, err := cluster.GetTrainJob(ns, "gang")
@@ -372,52 +353,11 @@ func TestGangScheduledWhole(t *testing.T) {
 	addNode(ns + "-a")
 	addNode(ns + "-b")
 
-	cluster.ApplyYAML(t, ns, fmt.Sprintf(`
-apiVersion: trainer.kubeflow.org/v1alpha1
-kind: TrainingRuntime
-metadata:
-  name: torch-gang
-spec:
-  mlPolicy:
-    numNodes: 1
-    torch: {}
-  podGroupPolicy:
-    coscheduling:
-      scheduleTimeoutSeconds: 60
-  template:
-    spec:
-      replicatedJobs:
-        - name: node
-          template:
-            metadata:
-              labels:
-                trainer.kubeflow.org/trainjob-ancestor-step: trainer
-            spec:
-              template:
-                metadata:
-                  annotations: {%s: 5s}
-                spec:
-                  schedulerName: %s
-                  nodeSelector: {pool: gang}
-                  tolerations: [{key: pool, operator: Equal, value: gang, effect: NoSchedule}]
-                  containers:
-                    - name: node
-                      image: pytorch/pytorch
-                      resources:
-                        limits: {%s: 1}
----
-apiVersion: trainer.kubeflow.org/v1alpha1
-kind: TrainJob
-metadata:
-  name: gang
-spec:
-  runtimeRef:
-    kind: TrainingRuntime
-    name: torch-gang
-  trainer:
-    numNodes: 3
-    command: [torchrun, train.py]
-`, runFor, dev.CoschedulerName, slot))
+	node := gangNode().SchedulerName(dev.CoschedulerName).NodeSelector("pool", "gang").
+		Toleration(corev1.Toleration{Key: "pool", Operator: corev1.TolerationOpEqual, Value: "gang", Effect: corev1.TaintEffectNoSchedule}).
+		Resources(corev1.ResourceRequirements{Limits: corev1.ResourceList{slot: resource.MustParse("1")}})
+	cluster.Create(t, gangRuntime(ns, 60, node))
+	cluster.Create(t, gangTrainJob(ns))
 
 	bound := func() (int, error) {
 		var list corev1.PodList

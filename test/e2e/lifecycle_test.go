@@ -32,7 +32,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
@@ -243,8 +242,7 @@ func wantSDKStates(t *testing.T, sdk *sdkFollower, want ...string) {
 // A failing Pod fails the TrainJob, which is not run again.
 func TestFailingPodFailsTheTrainJob(t *testing.T) {
 	ns := cluster.NewNamespace(t)
-	noRetries := utiltesting.MakeRuntimeSpec().Torch()
-	noRetries.Template.Spec.ReplicatedJobs[0].Template.Spec.BackoffLimit = ptr.To[int32](0)
+	noRetries := utiltesting.MakeRuntimeSpec().Torch().ReplicatedJobs(utiltesting.MakeReplicatedJob("node").Trainer().BackoffLimit(0).Obj())
 	cluster.Create(t, noRetries.Runtime("no-retries", ns))
 	sdk := followSDKStatus(t, ns, "tj")
 	cluster.Create(t, utiltesting.MakeTrainJob("tj", ns).RuntimeRef(trainer.TrainingRuntimeKind, "no-retries").
@@ -348,9 +346,7 @@ func TestManagerKilledWithTimersPending(t *testing.T) {
 // TrainJob stays, Complete, with its status.
 func TestRuntimeTTLDeletesTheJobsNotTheTrainJob(t *testing.T) {
 	ns := cluster.NewNamespace(t)
-	spec := utiltesting.MakeRuntimeSpec().Torch()
-	spec.Template.Spec.TTLSecondsAfterFinished = ptr.To[int32](3)
-	cluster.Create(t, spec.Runtime("jobs-ttl", ns))
+	cluster.Create(t, utiltesting.MakeRuntimeSpec().Torch().JobsTTL(3).Runtime("jobs-ttl", ns))
 	cluster.Create(t, utiltesting.MakeTrainJob("tj", ns).RuntimeRef(trainer.TrainingRuntimeKind, "jobs-ttl").
 		Annotation(runFor, "2s").NumNodes(2).Command("torchrun", "train.py").Obj())
 	tj := cluster.WaitCondition(t, ns, "tj", trainer.TrainJobComplete, metav1.ConditionTrue, trainer.TrainJobJobsCompletedReason)

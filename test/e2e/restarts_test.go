@@ -20,73 +20,36 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
+	utiltesting "github.com/trainjob-operator/trainjob-operator/internal/util/testing"
 )
 
 // failAttempts is the annotation that makes a simulated Pod fail only in
 // the restart attempts before its value (internal/dev/stages.yaml).
 const failAttempts = "pod-fail.stage.trainjob-operator.dev/attempts"
 
-// restartingRuntime is a runtime of one trainer step whose Jobs fail with
-// their first failed Pod, with the given JobSet failurePolicy.
-func restartingRuntime(name, failurePolicy string) string {
-	return fmt.Sprintf(`
-apiVersion: trainer.kubeflow.org/v1alpha1
-kind: TrainingRuntime
-metadata:
-  name: %s
-spec:
-  mlPolicy:
-    numNodes: 2
-    torch: {}
-  template:
-    spec:
-      failurePolicy:
-%s
-      replicatedJobs:
-        - name: node
-          template:
-            metadata:
-              labels:
-                trainer.kubeflow.org/trainjob-ancestor-step: trainer
-            spec:
-              backoffLimit: 0
-              template:
-                spec:
-                  restartPolicy: Never
-                  containers:
-                    - name: node
-                      image: pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime
-`, name, failurePolicy)
+// restartingRuntime is a runtime of two nodes whose Jobs fail with their
+// first failed Pod, with the given JobSet failure policy.
+func restartingRuntime(name, ns string, policy trainer.FailurePolicy) *trainer.TrainingRuntime {
+	node := utiltesting.MakeReplicatedJob("node").Trainer().BackoffLimit(0).RestartPolicy(corev1.RestartPolicyNever)
+	return utiltesting.MakeRuntimeSpec().Torch().NumNodes(2).ReplicatedJobs(node.Obj()).FailurePolicy(policy).Runtime(name, ns)
 }
 
-// restartingTrainJob is a TrainJob on runtime whose Pods fail in the
-// restart attempts before failingAttempts, and succeed after.
-func restartingTrainJob(name, runtime string, failingAttempts int) string {
-	return fmt.Sprintf(`
-apiVersion: trainer.kubeflow.org/v1alpha1
-kind: TrainJob
-metadata:
-  name: %s
-  annotations:
-    %s: 2s
-    %s: 2s
-    %s: "%d"
-spec:
-  runtimeRef:
-    apiGroup: trainer.kubeflow.org
-    kind: TrainingRuntime
-    name: %s
-  trainer:
-    command: [torchrun, train.py]
-`, name, runFor, failFor, failAttempts, failingAttempts, runtime)
+// restartingTrainJob is a TrainJob on runtime whose Pods fail after 2s in
+// the restart attempts before failingAttempts, and succeed after 2s in the
+// others.
+func restartingTrainJob(name, ns, runtime string, failingAttempts int) *utiltesting.TrainJobWrapper {
+	return trainJob(name, ns, 2*time.Second).RuntimeRef(trainer.TrainingRuntimeKind, runtime).
+		Annotation(failFor, "2s").Annotation(failAttempts, strconv.Itoa(failingAttempts))
 }
 
 // restartEvents returns the reasons of the TrainJob's restart events.
@@ -112,8 +75,8 @@ func restartEvents(t *testing.T, ns, name string) []string {
 // restart attempt in their labels, an event for each.
 func TestFailurePolicyRestartsUntilItSucceeds(t *testing.T) {
 	ns := cluster.NewNamespace(t)
-	cluster.ApplyYAML(t, ns, restartingRuntime("restarting", "        maxRestarts: 3"))
-	cluster.ApplyYAML(t, ns, restartingTrainJob("twice", "restarting", 2))
+	cluster.Create(t, restartingRuntime("restarting", ns, trainer.FailurePolicy{MaxRestarts: 3}))
+	cluster.Create(t, restartingTrainJob("twice", ns, "restarting", 2).Obj())
 	tj := cluster.WaitCondition(t, ns, "twice", trainer.TrainJobComplete, metav1.ConditionTrue, trainer.TrainJobJobsCompletedReason)
 	if tj.Status.Restarts != 2 || tj.Status.RestartsCountTowardsMax != 2 {
 		t.Errorf("restarts %d (%d counted), want 2 (2)", tj.Status.Restarts, tj.Status.RestartsCountTowardsMax)
@@ -139,8 +102,8 @@ func TestFailurePolicyRestartsUntilItSucceeds(t *testing.T) {
 // then fails with the restart budget spent.
 func TestFailurePolicyMaxRestartsSpent(t *testing.T) {
 	ns := cluster.NewNamespace(t)
-	cluster.ApplyYAML(t, ns, restartingRuntime("restarting", "        maxRestarts: 1"))
-	cluster.ApplyYAML(t, ns, restartingTrainJob("always", "restarting", 100))
+	cluster.Create(t, restartingRuntime("restarting", ns, trainer.FailurePolicy{MaxRestarts: 1}))
+	cluster.Create(t, restartingTrainJob("always", ns, "restarting", 100).Obj())
 	tj := cluster.WaitCondition(t, ns, "always", trainer.TrainJobFailed, metav1.ConditionTrue, trainer.TrainJobReachedMaxRestartsReason)
 	if tj.Status.Restarts != 1 {
 		t.Errorf("restarts %d, want 1", tj.Status.Restarts)
@@ -152,12 +115,10 @@ func TestFailurePolicyMaxRestartsSpent(t *testing.T) {
 // once, restart budget or not.
 func TestFailurePolicyFailJobSetRule(t *testing.T) {
 	ns := cluster.NewNamespace(t)
-	cluster.ApplyYAML(t, ns, restartingRuntime("fail-fast", `        maxRestarts: 5
-        rules:
-          - name: backoff
-            action: FailJobSet
-            onJobFailureReasons: [BackoffLimitExceeded]`))
-	cluster.ApplyYAML(t, ns, restartingTrainJob("fast", "fail-fast", 100))
+	cluster.Create(t, restartingRuntime("fail-fast", ns, trainer.FailurePolicy{MaxRestarts: 5, Rules: []trainer.FailurePolicyRule{{
+		Name: "backoff", Action: trainer.FailJobSet, OnJobFailureReasons: []string{"BackoffLimitExceeded"},
+	}}}))
+	cluster.Create(t, restartingTrainJob("fast", ns, "fail-fast", 100).Obj())
 	tj := cluster.WaitCondition(t, ns, "fast", trainer.TrainJobFailed, metav1.ConditionTrue, trainer.TrainJobFailJobSetReason)
 	if tj.Status.Restarts != 0 {
 		t.Errorf("restarts %d, want 0", tj.Status.Restarts)
@@ -180,11 +141,10 @@ func TestRestartOutlivesItsRuntime(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			ns := cluster.NewNamespace(t)
-			cluster.ApplyYAML(t, ns, restartingRuntime("restarting", "        maxRestarts: 1"))
+			cluster.Create(t, restartingRuntime("restarting", ns, trainer.FailurePolicy{MaxRestarts: 1}))
 			// Its first attempt's Pods fail after 10s, the second's
 			// succeed after 2s.
-			manifest := strings.Replace(restartingTrainJob("tj", "restarting", 1), failFor+": 2s", failFor+": 10s", 1)
-			cluster.ApplyYAML(t, ns, manifest)
+			cluster.Create(t, restartingTrainJob("tj", ns, "restarting", 1).Annotation(failFor, "10s").Obj())
 			first := cluster.WaitPodsRunning(t, ns, "tj", 2)
 			if out, err := cluster.Kubectl(append(change, "-n", ns)...); err != nil {
 				t.Fatalf("kubectl %s: %v\n%s", change[0], err, out)

@@ -254,6 +254,28 @@ func (w *RuntimeSpecWrapper) TemplateLabel(k, v string) *RuntimeSpecWrapper {
 	return w
 }
 
+// FailurePolicy sets the JobSet-level failure policy.
+func (w *RuntimeSpecWrapper) FailurePolicy(p trainer.FailurePolicy) *RuntimeSpecWrapper {
+	w.Template.Spec.FailurePolicy = &p
+	return w
+}
+
+// JobsTTL sets the JobSet-level ttlSecondsAfterFinished: how long after the
+// TrainJob finished its Jobs are deleted.
+func (w *RuntimeSpecWrapper) JobsTTL(seconds int32) *RuntimeSpecWrapper {
+	w.Template.Spec.TTLSecondsAfterFinished = ptr.To(seconds)
+	return w
+}
+
+// Coscheduling sets podGroupPolicy to the coscheduling plugin's, which
+// waits scheduleTimeoutSeconds for the whole gang.
+func (w *RuntimeSpecWrapper) Coscheduling(scheduleTimeoutSeconds int32) *RuntimeSpecWrapper {
+	w.PodGroupPolicy = &trainer.PodGroupPolicy{Coscheduling: &trainer.CoschedulingPodGroupPolicySource{
+		ScheduleTimeoutSeconds: ptr.To(scheduleTimeoutSeconds),
+	}}
+	return w
+}
+
 // ClusterRuntime returns a ClusterTrainingRuntime with this spec.
 func (w *RuntimeSpecWrapper) ClusterRuntime(name string) *trainer.ClusterTrainingRuntime {
 	return &trainer.ClusterTrainingRuntime{
@@ -326,6 +348,59 @@ func (w *ReplicatedJobWrapper) Containers(cs ...corev1.Container) *ReplicatedJob
 func (w *ReplicatedJobWrapper) Completions(n int32) *ReplicatedJobWrapper {
 	w.Template.Spec.Completions = ptr.To(n)
 	w.Template.Spec.Parallelism = ptr.To(n)
+	return w
+}
+
+// BackoffLimit sets the Job template's backoffLimit.
+func (w *ReplicatedJobWrapper) BackoffLimit(n int32) *ReplicatedJobWrapper {
+	w.Template.Spec.BackoffLimit = ptr.To(n)
+	return w
+}
+
+func (w *ReplicatedJobWrapper) podSpec() *corev1.PodSpec { return &w.Template.Spec.Template.Spec }
+
+// RestartPolicy sets the Pod template's restartPolicy.
+func (w *ReplicatedJobWrapper) RestartPolicy(p corev1.RestartPolicy) *ReplicatedJobWrapper {
+	w.podSpec().RestartPolicy = p
+	return w
+}
+
+// PodAnnotation sets an annotation of the Pod template.
+func (w *ReplicatedJobWrapper) PodAnnotation(k, v string) *ReplicatedJobWrapper {
+	t := &w.Template.Spec.Template
+	if t.Annotations == nil {
+		t.Annotations = map[string]string{}
+	}
+	t.Annotations[k] = v
+	return w
+}
+
+// Resources sets the resources of every container of the Pod template.
+func (w *ReplicatedJobWrapper) Resources(r corev1.ResourceRequirements) *ReplicatedJobWrapper {
+	for i := range w.podSpec().Containers {
+		w.podSpec().Containers[i].Resources = *r.DeepCopy()
+	}
+	return w
+}
+
+// SchedulerName sets the Pod template's schedulerName.
+func (w *ReplicatedJobWrapper) SchedulerName(name string) *ReplicatedJobWrapper {
+	w.podSpec().SchedulerName = name
+	return w
+}
+
+// NodeSelector sets a label of the Pod template's nodeSelector.
+func (w *ReplicatedJobWrapper) NodeSelector(k, v string) *ReplicatedJobWrapper {
+	if w.podSpec().NodeSelector == nil {
+		w.podSpec().NodeSelector = map[string]string{}
+	}
+	w.podSpec().NodeSelector[k] = v
+	return w
+}
+
+// Toleration adds a toleration to the Pod template.
+func (w *ReplicatedJobWrapper) Toleration(t corev1.Toleration) *ReplicatedJobWrapper {
+	w.podSpec().Tolerations = append(w.podSpec().Tolerations, t)
 	return w
 }
 
