@@ -55,18 +55,12 @@ func cpu(q string) corev1.ResourceRequirements {
 	}}
 }
 
-func getTrainJob(ns, name string) (*trainer.TrainJob, error) {
-	var tj trainer.TrainJob
-	err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &tj)
-	return &tj, err
-}
-
 // waitComplete waits until the TrainJob is Complete, and returns it.
 func waitComplete(t *testing.T, d time.Duration, ns, name string) *trainer.TrainJob {
 	t.Helper()
 	var tj *trainer.TrainJob
-	eventuallyWithin(t, d, "TrainJob "+name+" to complete", func() (err error) {
-		if tj, err = getTrainJob(ns, name); err != nil {
+	cluster.EventuallyWithin(t, d, "TrainJob "+name+" to complete", func() (err error) {
+		if tj, err = cluster.GetTrainJob(ns, name); err != nil {
 			return err
 		}
 		if !meta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobComplete) {
@@ -79,7 +73,7 @@ func waitComplete(t *testing.T, d time.Duration, ns, name string) *trainer.Train
 
 func listOf[L client.ObjectList](t *testing.T, list L, ns, tjName string) L {
 	t.Helper()
-	if err := k8s.List(context.Background(), list, client.InNamespace(ns), client.MatchingLabels{trainer.TrainJobNameLabel: tjName}); err != nil {
+	if err := cluster.Client.List(context.Background(), list, client.InNamespace(ns), client.MatchingLabels{trainer.TrainJobNameLabel: tjName}); err != nil {
 		t.Fatal(err)
 	}
 	return list
@@ -88,9 +82,9 @@ func listOf[L client.ObjectList](t *testing.T, list L, ns, tjName string) L {
 // The Kueue samples make dev KUEUE=1 applies are accepted, Kueue's webhooks
 // included.
 func TestKueueSamplesApply(t *testing.T) {
-	ns := newNamespace(t)
-	dir := filepath.Join(repoRoot, "config", "samples", "kueue")
-	if out, err := kubectl("apply", "--dry-run=server", "-n", ns, "-f", dir); err != nil {
+	ns := cluster.NewNamespace(t)
+	dir := filepath.Join(devOpts.Root, "config", "samples", "kueue")
+	if out, err := cluster.Kubectl("apply", "--dry-run=server", "-n", ns, "-f", dir); err != nil {
 		t.Fatalf("kubectl apply -f %s: %v\n%s", dir, err, out)
 	}
 }
@@ -100,7 +94,7 @@ func TestKueueSamplesApply(t *testing.T) {
 // reserved nodes, its Pods carry the flavor's node labels and toleration
 // and run on those nodes; it completes, and its Workload finishes.
 func TestQueuedTrainJobRunsWhereItsFlavorSays(t *testing.T) {
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t)
 	queue(t, ns, ns, "16", true)
 	// Two replicated Jobs: prep, two replicas of one Pod, and the trainer,
 	// one Job of numNodes Pods.
@@ -110,10 +104,10 @@ func TestQueuedTrainJobRunsWhereItsFlavorSays(t *testing.T) {
 		}).Obj(),
 		utiltesting.MakeReplicatedJob("node").Trainer().Obj(),
 	).Runtime("two-steps", ns)
-	create(t, rt)
+	cluster.Create(t, rt)
 	tj := utiltesting.MakeTrainJob("queued", ns).RuntimeRef(trainer.TrainingRuntimeKind, "two-steps").
 		Label(queueLabel, ns).Annotation(runFor, "5s").NumNodes(3).Resources(cpu("1")).Obj()
-	create(t, tj)
+	cluster.Create(t, tj)
 	progress(t, "created TrainJob %s/queued, queued in %s", ns, ns)
 	if !ptr.Deref(tj.Spec.Suspend, false) {
 		t.Errorf("TrainJob created with spec.suspend %v, want true (set by Kueue's webhook)", tj.Spec.Suspend)
@@ -125,7 +119,7 @@ func TestQueuedTrainJobRunsWhereItsFlavorSays(t *testing.T) {
 		t.Errorf("Workload %s PodSets (-want +got):\n%s", w.Name, diff)
 	}
 
-	eventually(t, "the Workload to be admitted", func() error {
+	cluster.Eventually(t, "the Workload to be admitted", func() error {
 		all, err := workloads(ns)
 		if err != nil {
 			return err
@@ -139,7 +133,7 @@ func TestQueuedTrainJobRunsWhereItsFlavorSays(t *testing.T) {
 
 	// The child Jobs, once created, are the PodSets.
 	var jobs *batchv1.JobList
-	eventually(t, "the child Jobs of queued", func() error {
+	cluster.Eventually(t, "the child Jobs of queued", func() error {
 		jobs = listOf(t, &batchv1.JobList{}, ns, "queued")
 		if len(jobs.Items) != 3 {
 			return fmt.Errorf("%d Jobs", len(jobs.Items))
@@ -156,7 +150,7 @@ func TestQueuedTrainJobRunsWhereItsFlavorSays(t *testing.T) {
 
 	// Every Pod is placed by the flavor.
 	var placed []corev1.Pod
-	eventually(t, "the 5 Pods of queued to be scheduled", func() error {
+	cluster.Eventually(t, "the 5 Pods of queued to be scheduled", func() error {
 		placed = slices.DeleteFunc(listOf(t, &corev1.PodList{}, ns, "queued").Items, func(p corev1.Pod) bool { return p.Spec.NodeName == "" })
 		if len(placed) != 5 {
 			return fmt.Errorf("%d scheduled", len(placed))
@@ -173,7 +167,7 @@ func TestQueuedTrainJobRunsWhereItsFlavorSays(t *testing.T) {
 			t.Errorf("Pod %s: tolerations %+v, none of the reserved nodes' taint", p.Name, p.Spec.Tolerations)
 		}
 		var node corev1.Node
-		if err := k8s.Get(context.Background(), client.ObjectKey{Name: p.Spec.NodeName}, &node); err != nil {
+		if err := cluster.Client.Get(context.Background(), client.ObjectKey{Name: p.Spec.NodeName}, &node); err != nil {
 			t.Fatal(err)
 		}
 		if node.Labels[dev.PoolLabel] != dev.ReservedPool {
@@ -183,7 +177,7 @@ func TestQueuedTrainJobRunsWhereItsFlavorSays(t *testing.T) {
 	progress(t, "%d Pods on reserved nodes", len(placed))
 
 	waitComplete(t, timeout, ns, "queued")
-	eventually(t, "the Workload to finish", func() error {
+	cluster.Eventually(t, "the Workload to finish", func() error {
 		all, err := workloads(ns)
 		if err != nil {
 			return err
@@ -199,11 +193,11 @@ func TestQueuedTrainJobRunsWhereItsFlavorSays(t *testing.T) {
 // With quota for one, three TrainJobs queued at once run one after another:
 // never two admitted, nor two unsuspended, at the same time.
 func TestQuotaForOneRunsThemOneAtATime(t *testing.T) {
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t)
 	queue(t, ns, ns, "2", false)
 	names := []string{"first", "second", "third"}
 	for _, name := range names {
-		create(t, utiltesting.MakeTrainJob(name, ns).Label(queueLabel, ns).Annotation(runFor, "4s").
+		cluster.Create(t, utiltesting.MakeTrainJob(name, ns).Label(queueLabel, ns).Annotation(runFor, "4s").
 			Command("torchrun", "train.py").NumNodes(2).Resources(cpu("1")).Obj())
 	}
 	progress(t, "created %v, 2 CPUs each, in a queue of 2 CPUs", names)
@@ -218,7 +212,7 @@ func TestQuotaForOneRunsThemOneAtATime(t *testing.T) {
 			t.Fatal(err)
 		}
 		var tjs trainer.TrainJobList
-		if err := k8s.List(context.Background(), &tjs, client.InNamespace(ns)); err != nil {
+		if err := cluster.Client.List(context.Background(), &tjs, client.InNamespace(ns)); err != nil {
 			t.Fatal(err)
 		}
 		var admitted, unsuspended, complete []string
@@ -254,7 +248,7 @@ func TestQuotaForOneRunsThemOneAtATime(t *testing.T) {
 	if len(order) != len(names) {
 		t.Errorf("saw %v admitted, want all of %v (one poll may have missed a short admission)", order, names)
 	}
-	eventually(t, "the three Workloads to finish", func() error {
+	cluster.Eventually(t, "the three Workloads to finish", func() error {
 		all, err := workloads(ns)
 		if err != nil {
 			return err
@@ -277,12 +271,12 @@ func TestQuotaForOneRunsThemOneAtATime(t *testing.T) {
 // TrainJob runs and completes. Kueue's runtime patch records when it was
 // written.
 func TestFieldsOfOursSurviveAdmission(t *testing.T) {
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t)
 	queue(t, ns, ns, "2", false)
 	tj := utiltesting.MakeTrainJob("kept", ns).Label(queueLabel, ns).Annotation(runFor, "2s").TTL(600).
 		Command("torchrun", "train.py").NumNodes(1).Resources(cpu("1")).Obj()
 	tj.Spec.Labels = map[string]string{"team": "vision"}
-	create(t, tj)
+	cluster.Create(t, tj)
 	done := waitComplete(t, 3*time.Minute, ns, "kept")
 	progress(t, "kept completed")
 	if ptr.Deref(done.Spec.TTLSecondsAfterFinished, 0) != 600 || done.Spec.Labels["team"] != "vision" {
@@ -310,14 +304,14 @@ func TestFieldsOfOursSurviveAdmission(t *testing.T) {
 // selector in place of the first's, and completes, its deadline counted
 // from the resume.
 func TestHigherPriorityPreemptsAndResumeMovesFlavor(t *testing.T) {
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t)
 	reserved := fmt.Sprintf(`{nodeLabels: {%q: %q}, tolerations: [{key: %q, operator: Equal, value: %q, effect: %s}]}`,
 		dev.PoolLabel, dev.ReservedPool, dev.ReservedTaint.Key, dev.ReservedTaint.Value, dev.ReservedTaint.Effect)
 	const spareNode = "kwok-node-0"
-	createYAML(t, `{apiVersion: %s, kind: ResourceFlavor, metadata: {name: %s-reserved}, spec: %s}`, kueueVersion, ns, reserved)
-	createYAML(t, `{apiVersion: %s, kind: ResourceFlavor, metadata: {name: %s-spare}, spec: {nodeLabels: {%q: %q}}}`,
+	cluster.CreateYAML(t, `{apiVersion: %s, kind: ResourceFlavor, metadata: {name: %s-reserved}, spec: %s}`, kueueVersion, ns, reserved)
+	cluster.CreateYAML(t, `{apiVersion: %s, kind: ResourceFlavor, metadata: {name: %s-spare}, spec: {nodeLabels: {%q: %q}}}`,
 		kueueVersion, ns, corev1.LabelHostname, spareNode)
-	createYAML(t, `
+	cluster.CreateYAML(t, `
 apiVersion: %s
 kind: ClusterQueue
 metadata: {name: %s}
@@ -337,9 +331,9 @@ spec:
       - {name: cpu, nominalQuota: "2"}
       - {name: memory, nominalQuota: 64Gi}
 `, kueueVersion, ns, ns, ns)
-	createYAML(t, `{apiVersion: %s, kind: LocalQueue, metadata: {name: %s, namespace: %s}, spec: {clusterQueue: %s}}`, kueueVersion, ns, ns, ns)
+	cluster.CreateYAML(t, `{apiVersion: %s, kind: LocalQueue, metadata: {name: %s, namespace: %s}, spec: {clusterQueue: %s}}`, kueueVersion, ns, ns, ns)
 	for name, value := range map[string]int{ns + "-low": 10, ns + "-high": 1000} {
-		createYAML(t, `{apiVersion: %s, kind: WorkloadPriorityClass, metadata: {name: %s}, value: %d}`, kueueVersion, name, value)
+		cluster.CreateYAML(t, `{apiVersion: %s, kind: WorkloadPriorityClass, metadata: {name: %s}, value: %d}`, kueueVersion, name, value)
 	}
 	trainJob := func(name, priority, runTime string) *trainer.TrainJob {
 		return utiltesting.MakeTrainJob(name, ns).Label(queueLabel, ns).Label("kueue.x-k8s.io/priority-class", ns+"-"+priority).
@@ -360,8 +354,8 @@ spec:
 		return p.Spec.NodeSelector[dev.PoolLabel] == dev.ReservedPool && strings.HasPrefix(p.Spec.NodeName, "kwok-node-") && p.Spec.NodeName != spareNode
 	}
 
-	create(t, trainJob("low", "low", "20s"))
-	eventually(t, "low's 2 Pods to run on the reserved flavor", func() error {
+	cluster.Create(t, trainJob("low", "low", "20s"))
+	cluster.Eventually(t, "low's 2 Pods to run on the reserved flavor", func() error {
 		pods := runningPods("low")
 		if len(pods) != 2 {
 			return fmt.Errorf("%d running", len(pods))
@@ -382,7 +376,7 @@ spec:
 	var pausedWhileSuspended bool
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	err := utiltesting.Watch(ctx, k8s, ns, func() client.ObjectList { return &trainer.TrainJobList{} }, func(ev utiltesting.Event) {
+	err := utiltesting.Watch(ctx, cluster.Client, ns, func() client.ObjectList { return &trainer.TrainJobList{} }, func(ev utiltesting.Event) {
 		tj, ok := ev.Object.(*trainer.TrainJob)
 		if !ok || tj.Name != "low" || !meta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobSuspended) {
 			return
@@ -398,8 +392,8 @@ spec:
 		t.Fatal(err)
 	}
 
-	create(t, trainJob("high", "high", "15s"))
-	eventually(t, "low to be preempted: Suspended", func() error {
+	cluster.Create(t, trainJob("high", "high", "15s"))
+	cluster.Eventually(t, "low to be preempted: Suspended", func() error {
 		mu.Lock()
 		defer mu.Unlock()
 		if suspendedAt.IsZero() {
@@ -415,7 +409,7 @@ spec:
 	}
 	progress(t, "low preempted: suspended, its deadline paused")
 
-	eventually(t, "high to run on the reserved flavor", func() error {
+	cluster.Eventually(t, "high to run on the reserved flavor", func() error {
 		pods := runningPods("high")
 		if len(pods) != 2 {
 			return fmt.Errorf("%d running", len(pods))
@@ -427,7 +421,7 @@ spec:
 		}
 		return nil
 	})
-	eventually(t, "low to resume on the spare flavor while high runs", func() error {
+	cluster.Eventually(t, "low to resume on the spare flavor while high runs", func() error {
 		pods := runningPods("low")
 		if len(pods) != 2 {
 			return fmt.Errorf("%d running", len(pods))
@@ -450,7 +444,7 @@ spec:
 	}
 	waitComplete(t, 2*time.Minute, ns, "high")
 	progress(t, "both completed")
-	eventually(t, "both Workloads to finish", func() error {
+	cluster.Eventually(t, "both Workloads to finish", func() error {
 		all, err := workloads(ns)
 		if err != nil {
 			return err
@@ -469,11 +463,11 @@ spec:
 // evicts it when its ClusterQueue is held and drained. One that ran outside
 // any queue and was suspended by its user is deleted.
 func TestQueuedIsNeverDeletedByRetention(t *testing.T) {
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t)
 	queue(t, ns, ns, "2", false)
 	started := func(name string) func() error {
 		return func() error {
-			tj, err := getTrainJob(ns, name)
+			tj, err := cluster.GetTrainJob(ns, name)
 			if err != nil {
 				return err
 			}
@@ -483,26 +477,23 @@ func TestQueuedIsNeverDeletedByRetention(t *testing.T) {
 			return nil
 		}
 	}
-	create(t, utiltesting.MakeTrainJob("waiting", ns).Label(queueLabel, ns).Annotation(runFor, "10m").NumNodes(1).Resources(cpu("1")).Obj())
-	create(t, utiltesting.MakeTrainJob("paused", ns).Annotation(runFor, "10m").NumNodes(1).Resources(cpu("1")).Obj())
-	eventually(t, "waiting, admitted, to run", started("waiting"))
-	eventually(t, "paused to run", started("paused"))
+	cluster.Create(t, utiltesting.MakeTrainJob("waiting", ns).Label(queueLabel, ns).Annotation(runFor, "10m").NumNodes(1).Resources(cpu("1")).Obj())
+	cluster.Create(t, utiltesting.MakeTrainJob("paused", ns).Annotation(runFor, "10m").NumNodes(1).Resources(cpu("1")).Obj())
+	cluster.Eventually(t, "waiting, admitted, to run", started("waiting"))
+	cluster.Eventually(t, "paused to run", started("paused"))
 
 	// Kueue evicts the queued one; its user suspends the other.
 	var cq unstructured.Unstructured
 	cq.SetAPIVersion(kueueVersion)
 	cq.SetKind("ClusterQueue")
 	cq.SetName(ns)
-	if err := k8s.Patch(context.Background(), &cq, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"stopPolicy":"HoldAndDrain"}}`))); err != nil {
+	if err := cluster.Client.Patch(context.Background(), &cq, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"stopPolicy":"HoldAndDrain"}}`))); err != nil {
 		t.Fatal(err)
 	}
-	if err := k8s.Patch(context.Background(), &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "paused"}},
-		client.RawPatch(types.MergePatchType, []byte(`{"spec":{"suspend":true}}`))); err != nil {
-		t.Fatal(err)
-	}
+	cluster.PatchSuspend(t, ns, "paused", true)
 	var since time.Time
-	eventually(t, "waiting to be evicted by Kueue and suspended", func() error {
-		tj, err := getTrainJob(ns, "waiting")
+	cluster.Eventually(t, "waiting to be evicted by Kueue and suspended", func() error {
+		tj, err := cluster.GetTrainJob(ns, "waiting")
 		if err != nil {
 			return err
 		}
@@ -514,15 +505,15 @@ func TestQueuedIsNeverDeletedByRetention(t *testing.T) {
 		return nil
 	})
 	progress(t, "waiting evicted: suspended in its queue")
-	eventuallyWithin(t, afterSuspended+time.Minute, "paused, suspended outside any queue, to be deleted by afterSuspended", func() error {
-		if _, err := getTrainJob(ns, "paused"); !apierrors.IsNotFound(err) {
+	cluster.EventuallyWithin(t, afterSuspended+time.Minute, "paused, suspended outside any queue, to be deleted by afterSuspended", func() error {
+		if _, err := cluster.GetTrainJob(ns, "paused"); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("still there (%w)", err)
 		}
 		return nil
 	})
 	progress(t, "paused deleted by afterSuspended (%s)", afterSuspended)
 	time.Sleep(time.Until(since.Add(5 * afterSuspended)))
-	if _, err := getTrainJob(ns, "waiting"); err != nil {
+	if _, err := cluster.GetTrainJob(ns, "waiting"); err != nil {
 		t.Errorf("the queued TrainJob, suspended for %s, 5 times afterSuspended: %v", time.Since(since).Round(time.Second), err)
 	}
 	progress(t, "waiting, queued, kept after %s suspended", time.Since(since).Round(time.Second))
@@ -532,18 +523,18 @@ func TestQueuedIsNeverDeletedByRetention(t *testing.T) {
 // it finished, and its Workload with it (the garbage collector follows the
 // Workload's owner reference).
 func TestTTLDeletesTheWorkloadToo(t *testing.T) {
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t)
 	queue(t, ns, ns, "2", false)
-	create(t, utiltesting.MakeTrainJob("short", ns).Label(queueLabel, ns).Annotation(runFor, "2s").TTL(2).
+	cluster.Create(t, utiltesting.MakeTrainJob("short", ns).Label(queueLabel, ns).Annotation(runFor, "2s").TTL(2).
 		Command("torchrun", "train.py").NumNodes(1).Resources(cpu("1")).Obj())
-	eventually(t, "the Workload of short", func() error {
+	cluster.Eventually(t, "the Workload of short", func() error {
 		if all, err := workloads(ns); err != nil || len(all) != 1 {
 			return fmt.Errorf("%d Workloads (%w)", len(all), err)
 		}
 		return nil
 	})
-	eventuallyWithin(t, 2*time.Minute, "short to run, finish and be deleted by its TTL, its Workload with it", func() error {
-		if _, err := getTrainJob(ns, "short"); !apierrors.IsNotFound(err) {
+	cluster.EventuallyWithin(t, 2*time.Minute, "short to run, finish and be deleted by its TTL, its Workload with it", func() error {
+		if _, err := cluster.GetTrainJob(ns, "short"); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("TrainJob still there (%w)", err)
 		}
 		all, err := workloads(ns)
@@ -563,7 +554,7 @@ func TestTTLDeletesTheWorkloadToo(t *testing.T) {
 // by Kueue after its timeout, and trainjob-operator stops it: Suspended, no
 // Pod left, its Jobs kept for the next admission.
 func TestPodsNeverReadyAreEvicted(t *testing.T) {
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t)
 	queue(t, ns, ns, "2", false)
 	tj := utiltesting.MakeTrainJob("stuck", ns).Label(queueLabel, ns).Command("torchrun", "train.py").NumNodes(1).Resources(cpu("1")).Obj()
 	tj.Spec.RuntimePatches = []trainer.RuntimePatch{{Manager: "example.com/user", TrainingRuntimeSpec: &trainer.TrainingRuntimeSpecPatch{
@@ -573,15 +564,15 @@ func TestPodsNeverReadyAreEvicted(t *testing.T) {
 			}}},
 		}}}},
 	}}}
-	create(t, tj)
-	eventually(t, "stuck's Pod to exist, unscheduled", func() error {
+	cluster.Create(t, tj)
+	cluster.Eventually(t, "stuck's Pod to exist, unscheduled", func() error {
 		if pods := listOf(t, &corev1.PodList{}, ns, "stuck").Items; len(pods) != 1 || pods[0].Spec.NodeName != "" {
 			return fmt.Errorf("%d Pods", len(pods))
 		}
 		return nil
 	})
 	progress(t, "stuck admitted, its Pod pending")
-	eventuallyWithin(t, podsReadyTimeout+time.Minute, "Kueue to evict stuck and trainjob-operator to stop it", func() error {
+	cluster.EventuallyWithin(t, podsReadyTimeout+time.Minute, "Kueue to evict stuck and trainjob-operator to stop it", func() error {
 		all, err := workloads(ns)
 		if err != nil {
 			return err
@@ -590,7 +581,7 @@ func TestPodsNeverReadyAreEvicted(t *testing.T) {
 		for _, w := range all {
 			evicted = evicted || w.is("Evicted")
 		}
-		tj, err := getTrainJob(ns, "stuck")
+		tj, err := cluster.GetTrainJob(ns, "stuck")
 		if err != nil {
 			return err
 		}
@@ -612,13 +603,13 @@ func TestPodsNeverReadyAreEvicted(t *testing.T) {
 // TrainJob then runs: Kueue admits the Jobs the controller creates, owned
 // by the TrainJob that exists by then.
 func TestCreatedWithoutWarnings(t *testing.T) {
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t)
 	queue(t, ns, ns, "2", false)
 
 	// The premise: Kueue's Job webhook refuses a Job owned by a TrainJob
 	// that does not exist.
 	orphan := utiltesting.MakeJob("orphan", ns, "busybox:1.37").ControlledByTrainJob("absent", "00000000-0000-4000-8000-000000000001").Obj()
-	if err := k8s.Create(context.Background(), orphan, client.DryRunAll); err == nil || !strings.Contains(err.Error(), "mjob.kb.io") {
+	if err := cluster.Client.Create(context.Background(), orphan, client.DryRunAll); err == nil || !strings.Contains(err.Error(), "mjob.kb.io") {
 		t.Fatalf("a Job owned by a TrainJob that does not exist: %v, want it refused by Kueue's mjob.kb.io (is Kueue's batch/job integration on? dev.Options.KueueJobs)", err)
 	}
 
@@ -634,7 +625,7 @@ func TestCreatedWithoutWarnings(t *testing.T) {
 		if err := os.WriteFile(path, manifest, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		out, err := kubectl("create", "-f", path)
+		out, err := cluster.Kubectl("create", "-f", path)
 		if err != nil || strings.Contains(out, "Warning:") {
 			t.Errorf("kubectl create TrainJob %s: %v; want it created without a warning, got:\n%s", tj.Name, err, out)
 		}

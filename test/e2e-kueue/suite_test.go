@@ -27,21 +27,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
 	"github.com/trainjob-operator/trainjob-operator/internal/dev"
-	utiltesting "github.com/trainjob-operator/trainjob-operator/internal/util/testing"
+	"github.com/trainjob-operator/trainjob-operator/test/framework"
 )
 
 const (
@@ -61,9 +58,10 @@ const (
 )
 
 var (
-	k8s      client.WithWatch
-	devOpts  dev.Options
-	repoRoot string
+	// cluster is the suite's cluster.
+	cluster *framework.Cluster
+	// devOpts brought it up.
+	devOpts dev.Options
 )
 
 func TestMain(m *testing.M) {
@@ -71,8 +69,8 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	var err error
-	if repoRoot, err = filepath.Abs(filepath.Join("..", "..")); err != nil {
+	repoRoot, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -94,91 +92,24 @@ func run(m *testing.M) int {
 		// queued is.
 		Configuration: strings.Replace(dev.DefaultConfiguration, "afterSuspended: 24h", "afterSuspended: "+afterSuspended.String(), 1),
 	}
-	return dev.RunTests(m, devOpts, func(cl client.WithWatch) { k8s = cl })
+	return dev.RunTests(m, devOpts, func(cl client.WithWatch) {
+		cluster = framework.DevCluster(devOpts, cl)
+		cluster.NamespacePrefix = "e2e-kueue-"
+		cluster.Timeout, cluster.Interval = timeout, interval
+		// Kueue's objects too, and the end of its log.
+		cluster.Dump = &framework.Dump{
+			Listed:         []string{"trainjobs", "workloads", "jobs", "pods"},
+			Printed:        []string{"trainjobs", "workloads"},
+			ClusterPrinted: []string{"clusterqueues", "resourceflavors"},
+			Logs:           []framework.Log{{Name: "manager", Path: devOpts.ManagerLog()}, {Name: "Kueue", Path: devOpts.KueueLog()}},
+		}
+	})
 }
 
 // progress logs a step of a test as it happens (go test -v).
 func progress(t *testing.T, format string, args ...any) {
 	t.Helper()
 	t.Logf("%s "+format, append([]any{time.Now().Format("15:04:05.000")}, args...)...)
-}
-
-// newNamespace creates a namespace for one test; on failure it prints what
-// was in it; afterwards it deletes it.
-func newNamespace(t *testing.T) string {
-	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-kueue-"}}
-	if err := k8s.Create(context.Background(), ns); err != nil {
-		t.Fatalf("creating namespace: %v", err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			dump(t, ns.Name)
-		}
-		_ = k8s.Delete(context.Background(), ns)
-	})
-	return ns.Name
-}
-
-// dump logs the TrainJobs, Workloads, Jobs, Pods and events of a namespace,
-// Kueue's queues, and the end of the manager's and Kueue's logs.
-func dump(t *testing.T, ns string) {
-	t.Helper()
-	for _, args := range [][]string{
-		{"get", "trainjobs,workloads,jobs,pods", "-n", ns, "-o", "wide"},
-		{"get", "trainjobs,workloads", "-n", ns, "-o", "yaml"},
-		{"get", "clusterqueues,resourceflavors", "-o", "yaml"},
-		{"get", "events", "-n", ns, "--sort-by=.lastTimestamp"},
-	} {
-		out, _ := kubectl(args...)
-		t.Logf("kubectl %s:\n%s", strings.Join(args, " "), out)
-	}
-	for name, path := range map[string]string{"manager": devOpts.ManagerLog(), "Kueue": devOpts.KueueLog()} {
-		if data, err := os.ReadFile(path); err == nil {
-			lines := strings.Split(strings.TrimSpace(string(data)), "\n")
-			t.Logf("%s log (last lines):\n%s", name, strings.Join(lines[max(0, len(lines)-40):], "\n"))
-		}
-	}
-}
-
-func kubectl(args ...string) (string, error) {
-	cmd := exec.Command(filepath.Join(repoRoot, "bin", "kubectl"), append([]string{"--kubeconfig", devOpts.Kubeconfig()}, args...)...)
-	out, err := cmd.CombinedOutput()
-	return string(out), err
-}
-
-func eventually(t *testing.T, what string, check func() error) {
-	t.Helper()
-	utiltesting.Eventually(t, timeout, interval, what, check)
-}
-
-func eventuallyWithin(t *testing.T, d time.Duration, what string, check func() error) {
-	t.Helper()
-	utiltesting.Eventually(t, d, interval, what, check)
-}
-
-func create(t *testing.T, obj client.Object) {
-	t.Helper()
-	if err := k8s.Create(context.Background(), obj); err != nil {
-		t.Fatalf("creating %s %s: %v", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), err)
-	}
-}
-
-// createYAML creates the object of a YAML manifest (Kueue's objects, which
-// the product's scheme does not know), deleted when the test ends, unless
-// it failed: dump shows it then.
-func createYAML(t *testing.T, format string, args ...any) {
-	t.Helper()
-	var obj unstructured.Unstructured
-	if err := yaml.Unmarshal(fmt.Appendf(nil, format, args...), &obj.Object); err != nil {
-		t.Fatal(err)
-	}
-	create(t, &obj)
-	t.Cleanup(func() {
-		if !t.Failed() {
-			_ = k8s.Delete(context.Background(), &obj)
-		}
-	})
 }
 
 // queue creates a ResourceFlavor, a ClusterQueue with cpu quota (and
@@ -192,8 +123,8 @@ func queue(t *testing.T, ns, name string, cpu string, reserved bool) {
 		flavor = fmt.Sprintf(`{nodeLabels: {%q: %q}, tolerations: [{key: %q, operator: Equal, value: %q, effect: %s}]}`,
 			dev.PoolLabel, dev.ReservedPool, dev.ReservedTaint.Key, dev.ReservedTaint.Value, dev.ReservedTaint.Effect)
 	}
-	createYAML(t, `{apiVersion: %s, kind: ResourceFlavor, metadata: {name: %s}, spec: %s}`, kueueVersion, name, flavor)
-	createYAML(t, `
+	cluster.CreateYAML(t, `{apiVersion: %s, kind: ResourceFlavor, metadata: {name: %s}, spec: %s}`, kueueVersion, name, flavor)
+	cluster.CreateYAML(t, `
 apiVersion: %s
 kind: ClusterQueue
 metadata: {name: %s}
@@ -207,12 +138,12 @@ spec:
       - {name: cpu, nominalQuota: %q}
       - {name: memory, nominalQuota: 64Gi}
 `, kueueVersion, name, name, cpu)
-	createYAML(t, `{apiVersion: %s, kind: LocalQueue, metadata: {name: %s, namespace: %s}, spec: {clusterQueue: %s}}`, kueueVersion, name, ns, name)
-	eventually(t, "ClusterQueue "+name+" to be active", func() error {
+	cluster.CreateYAML(t, `{apiVersion: %s, kind: LocalQueue, metadata: {name: %s, namespace: %s}, spec: {clusterQueue: %s}}`, kueueVersion, name, ns, name)
+	cluster.Eventually(t, "ClusterQueue "+name+" to be active", func() error {
 		var cq unstructured.Unstructured
 		cq.SetAPIVersion(kueueVersion)
 		cq.SetKind("ClusterQueue")
-		if err := k8s.Get(context.Background(), client.ObjectKey{Name: name}, &cq); err != nil {
+		if err := cluster.Client.Get(context.Background(), client.ObjectKey{Name: name}, &cq); err != nil {
 			return err
 		}
 		var status struct{ Conditions []metav1.Condition }
@@ -273,7 +204,7 @@ func workloads(ns string) (map[string]*workload, error) {
 	var list unstructured.UnstructuredList
 	list.SetAPIVersion(kueueVersion)
 	list.SetKind("WorkloadList")
-	if err := k8s.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+	if err := cluster.Client.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
 		return nil, err
 	}
 	out := map[string]*workload{}
@@ -291,7 +222,7 @@ func workloads(ns string) (map[string]*workload, error) {
 func workloadOf(t *testing.T, tj *trainer.TrainJob) *workload {
 	t.Helper()
 	var w *workload
-	eventually(t, "the Workload of "+tj.Name, func() error {
+	cluster.Eventually(t, "the Workload of "+tj.Name, func() error {
 		all, err := workloads(tj.Namespace)
 		if err != nil {
 			return err
