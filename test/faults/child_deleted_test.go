@@ -38,15 +38,14 @@ import (
 // at every stage of a TrainJob's life: the TrainJob's outcome is still
 // right and nothing is run again.
 func TestChildJobDeletedAtEveryStage(t *testing.T) {
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t)
 	ctx := context.Background()
 	// Two steps: a short non-trainer step "prep" (2s) and the trainer
 	// "node" (15s). A TrainJob's own run-time annotation overrides both.
-	prep, node := utiltesting.MakeReplicatedJob("prep").Obj(), utiltesting.MakeReplicatedJob("node").Trainer().Obj()
-	prep.Template.Spec.Template.Annotations = map[string]string{"pod-complete.stage.kwok.x-k8s.io/delay": "2s"}
-	node.Template.Spec.Template.Annotations = map[string]string{"pod-complete.stage.kwok.x-k8s.io/delay": "15s"}
-	spec := utiltesting.MakeRuntimeSpec().Torch().ReplicatedJobs(prep, node)
-	if err := k8s.Create(ctx, spec.Runtime("two-steps", ns)); err != nil {
+	prep := utiltesting.MakeReplicatedJob("prep").PodAnnotation("pod-complete.stage.kwok.x-k8s.io/delay", "2s")
+	node := utiltesting.MakeReplicatedJob("node").Trainer().PodAnnotation("pod-complete.stage.kwok.x-k8s.io/delay", "15s")
+	spec := utiltesting.MakeRuntimeSpec().Torch().ReplicatedJobs(prep.Obj(), node.Obj())
+	if err := cluster.Client.Create(ctx, spec.Runtime("two-steps", ns)); err != nil {
 		t.Fatal(err)
 	}
 	make := func(name string, run time.Duration) *utiltesting.TrainJobWrapper {
@@ -112,22 +111,22 @@ func TestChildJobDeletedAtEveryStage(t *testing.T) {
 				for i := range noRetries.Spec.Template.Spec.ReplicatedJobs {
 					noRetries.Spec.Template.Spec.ReplicatedJobs[i].Template.Spec.BackoffLimit = ptr.To[int32](0)
 				}
-				if err := k8s.Create(ctx, noRetries); err != nil {
+				if err := cluster.Client.Create(ctx, noRetries); err != nil {
 					t.Fatal(err)
 				}
 			}
-			if err := k8s.Create(ctx, tc.trainJob); err != nil {
+			if err := cluster.Client.Create(ctx, tc.trainJob); err != nil {
 				t.Fatal(err)
 			}
 			key := client.ObjectKey{Namespace: ns, Name: tc.deleteJob}
 			var uid string
-			waitFor(t, 2*time.Minute, fmt.Sprintf("%s to reach the stage: %s", tc.trainJob.Name, tc.stage), func() error {
+			cluster.EventuallyWithin(t, 2*time.Minute, fmt.Sprintf("%s to reach the stage: %s", tc.trainJob.Name, tc.stage), func() error {
 				var tj trainer.TrainJob
 				var job batchv1.Job
-				if err := k8s.Get(ctx, client.ObjectKeyFromObject(tc.trainJob), &tj); err != nil {
+				if err := cluster.Client.Get(ctx, client.ObjectKeyFromObject(tc.trainJob), &tj); err != nil {
 					return err
 				}
-				if err := k8s.Get(ctx, key, &job); err != nil {
+				if err := cluster.Client.Get(ctx, key, &job); err != nil {
 					return err
 				}
 				if !tc.ready(&tj, &job) {
@@ -137,14 +136,14 @@ func TestChildJobDeletedAtEveryStage(t *testing.T) {
 				return nil
 			})
 			job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: tc.deleteJob}}
-			if err := k8s.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+			if err := cluster.Client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
 				t.Fatalf("deleting %s: %v", tc.deleteJob, err)
 			}
 
 			var final *metav1.Condition
-			waitFor(t, 2*time.Minute, tc.trainJob.Name+" to finish", func() error {
+			cluster.EventuallyWithin(t, 2*time.Minute, tc.trainJob.Name+" to finish", func() error {
 				var tj trainer.TrainJob
-				if err := k8s.Get(ctx, client.ObjectKeyFromObject(tc.trainJob), &tj); err != nil {
+				if err := cluster.Client.Get(ctx, client.ObjectKeyFromObject(tc.trainJob), &tj); err != nil {
 					return err
 				}
 				if final = tj.FinishedCondition(); final == nil {
@@ -159,7 +158,7 @@ func TestChildJobDeletedAtEveryStage(t *testing.T) {
 			// same name would be a re-run), and no Pod of it runs.
 			for range 20 {
 				var cur batchv1.Job
-				err := k8s.Get(ctx, key, &cur)
+				err := cluster.Client.Get(ctx, key, &cur)
 				if err == nil && string(cur.UID) != uid {
 					t.Fatalf("%s was created again", tc.deleteJob)
 				}
@@ -169,7 +168,7 @@ func TestChildJobDeletedAtEveryStage(t *testing.T) {
 				time.Sleep(100 * time.Millisecond)
 			}
 			var pods corev1.PodList
-			if err := k8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{"job-name": tc.deleteJob}); err != nil {
+			if err := cluster.Client.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{"job-name": tc.deleteJob}); err != nil {
 				t.Fatal(err)
 			}
 			for _, p := range pods.Items {
@@ -181,20 +180,15 @@ func TestChildJobDeletedAtEveryStage(t *testing.T) {
 	}
 	// Audit: once the TrainJobs are deleted, nothing stays behind.
 	var tjs trainer.TrainJobList
-	if err := k8s.List(ctx, &tjs, client.InNamespace(ns)); err != nil {
+	if err := cluster.Client.List(ctx, &tjs, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)
 	}
 	for i := range tjs.Items {
-		if err := k8s.Delete(ctx, &tjs.Items[i], client.PropagationPolicy(metav1.DeletePropagationForeground)); err != nil && !apierrors.IsNotFound(err) {
+		if err := cluster.Client.Delete(ctx, &tjs.Items[i], client.PropagationPolicy(metav1.DeletePropagationForeground)); err != nil && !apierrors.IsNotFound(err) {
 			t.Fatal(err)
 		}
 	}
 	if left := audit(ctx, t, ns); len(left) > 0 {
 		t.Errorf("left behind: %v", left)
 	}
-}
-
-func waitFor(t *testing.T, d time.Duration, what string, check func() error) {
-	t.Helper()
-	utiltesting.Eventually(t, d, 200*time.Millisecond, what, check)
 }

@@ -25,8 +25,6 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
@@ -139,7 +137,7 @@ func TestAPIServerStopped(t *testing.T) {
 
 // runChurn runs n TrainJobs through their lives under disrupt, and counts.
 func runChurn(t *testing.T, n int, disrupt disruption) {
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	rec := record(ctx, t, ns)
@@ -152,7 +150,7 @@ func runChurn(t *testing.T, n int, disrupt disruption) {
 
 	start := time.Now()
 	for _, p := range plans {
-		if err := k8s.Create(ctx, p.trainJob(ns)); err != nil {
+		if err := cluster.Client.Create(ctx, p.trainJob(ns)); err != nil {
 			t.Fatalf("creating %s: %v", p.name, err)
 		}
 	}
@@ -179,13 +177,15 @@ func runChurn(t *testing.T, n int, disrupt disruption) {
 				continue
 			}
 			at, done := suspendedAt[p.name]
+			// The webhook refuses writes while the manager is down: a
+			// refused suspend or resume is tried again on the next pass.
 			switch {
 			case !done && h.last.Status.StartTime != nil:
-				if setSuspend(ctx, ns, p.name, true) {
+				if cluster.SetSuspend(ctx, ns, p.name, true) == nil {
 					suspendedAt[p.name] = time.Now()
 				}
 			case done && time.Since(at) > 3*time.Second:
-				resumed[p.name] = setSuspend(ctx, ns, p.name, false)
+				resumed[p.name] = cluster.SetSuspend(ctx, ns, p.name, false) == nil
 			}
 		}
 		if gone == n {
@@ -267,14 +267,6 @@ func count(ps []plan, kind string) int {
 	return len(slices.DeleteFunc(slices.Clone(ps), func(p plan) bool { return p.kind != kind }))
 }
 
-// setSuspend sets spec.suspend, and reports whether the API server took it
-// (the webhook refuses writes while the manager is down).
-func setSuspend(ctx context.Context, ns, name string, suspend bool) bool {
-	patch := fmt.Appendf(nil, `{"spec":{"suspend":%t}}`, suspend)
-	tj := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-	return k8s.Patch(ctx, tj, client.RawPatch(types.MergePatchType, patch)) == nil
-}
-
 // audit lists what is left in ns once every TrainJob is gone: child Jobs,
 // Pods and Services, and anything held by the tracking finalizer.
 func audit(ctx context.Context, t *testing.T, ns string) []string {
@@ -288,7 +280,7 @@ func audit(ctx context.Context, t *testing.T, ns string) []string {
 	for range 60 {
 		left = left[:0]
 		for _, l := range []client.ObjectList{&tjs, &jobs, &pods, &svcs} {
-			if err := k8s.List(ctx, l, client.InNamespace(ns)); err != nil {
+			if err := cluster.Client.List(ctx, l, client.InNamespace(ns)); err != nil {
 				t.Fatal(err)
 			}
 		}

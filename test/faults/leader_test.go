@@ -146,7 +146,7 @@ func TestLeaderKilled(t *testing.T) {
 		}
 		var lease coordinationv1.Lease
 		transitions := "?"
-		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: configv1alpha1.DefaultNamespace, Name: configv1alpha1.DefaultLeaderElectionID}, &lease); err == nil && lease.Spec.LeaseTransitions != nil {
+		if err := cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: configv1alpha1.DefaultNamespace, Name: configv1alpha1.DefaultLeaderElectionID}, &lease); err == nil && lease.Spec.LeaseTransitions != nil {
 			transitions = fmt.Sprint(*lease.Spec.LeaseTransitions)
 		}
 		return fmt.Sprintf("2 replicas, the leader SIGKILLed %d times (%s after a leader took over) and started again 1s later; "+

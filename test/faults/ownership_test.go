@@ -106,7 +106,7 @@ func (o *owners) claimed() (claimed, twice int) {
 // itself once the name is free, and runs to completion.
 func TestRecreatedUnderTheSameName(t *testing.T) {
 	n := max(4, envInt("FAULTS_TRAINJOBS", 60)/10)
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	jobs := watchOwners(ctx, t, ns)
@@ -123,15 +123,15 @@ func TestRecreatedUnderTheSameName(t *testing.T) {
 			Annotation("pod-complete.stage.kwok.x-k8s.io/delay", run.String()).Obj()
 	}
 	for i := range n {
-		if err := k8s.Create(ctx, newTJ(i, 10*time.Minute)); err != nil {
+		if err := cluster.Client.Create(ctx, newTJ(i, 10*time.Minute)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	old := map[string]types.UID{}
-	waitFor(t, 2*time.Minute, "every first TrainJob to run", func() error {
+	cluster.EventuallyWithin(t, 2*time.Minute, "every first TrainJob to run", func() error {
 		for i := range n {
 			var tj trainer.TrainJob
-			if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name(i)}, &tj); err != nil {
+			if err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name(i)}, &tj); err != nil {
 				return err
 			}
 			if len(tj.Status.JobsStatus) == 0 || tj.Status.JobsStatus[0].Active == 0 {
@@ -147,29 +147,29 @@ func TestRecreatedUnderTheSameName(t *testing.T) {
 	start := time.Now()
 	for i := range n {
 		tj := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name(i)}}
-		if err := k8s.Delete(ctx, tj, client.PropagationPolicy(cascade(i))); err != nil {
+		if err := cluster.Client.Delete(ctx, tj, client.PropagationPolicy(cascade(i))); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for i := range n {
-		waitFor(t, time.Minute, name(i)+" to be gone", func() error {
+		cluster.EventuallyWithin(t, time.Minute, name(i)+" to be gone", func() error {
 			var tj trainer.TrainJob
-			err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name(i)}, &tj)
+			err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name(i)}, &tj)
 			if err == nil && tj.UID == old[name(i)] {
 				return fmt.Errorf("still there")
 			}
 			return client.IgnoreNotFound(err)
 		})
-		if err := k8s.Create(ctx, newTJ(i, 5*time.Second)); err != nil {
+		if err := cluster.Client.Create(ctx, newTJ(i, 5*time.Second)); err != nil {
 			t.Fatal(err)
 		}
 	}
 
 	// The orphaned names are held: those TrainJobs wait, and say why.
-	waitFor(t, time.Minute, "the TrainJobs whose names are held to say so", func() error {
+	cluster.EventuallyWithin(t, time.Minute, "the TrainJobs whose names are held to say so", func() error {
 		for i := 1; i < n; i += 2 {
 			var tj trainer.TrainJob
-			if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name(i)}, &tj); err != nil {
+			if err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name(i)}, &tj); err != nil {
 				return err
 			}
 			c := meta.FindStatusCondition(tj.Status.Conditions, trainer.TrainJobCreated)
@@ -177,7 +177,7 @@ func TestRecreatedUnderTheSameName(t *testing.T) {
 				return fmt.Errorf("%s: Created %+v, want False (%s)", tj.Name, c, trainer.TrainJobNameTakenReason)
 			}
 			var evs eventsv1.EventList
-			if err := k8s.List(ctx, &evs, client.InNamespace(ns)); err != nil {
+			if err := cluster.Client.List(ctx, &evs, client.InNamespace(ns)); err != nil {
 				return err
 			}
 			if !slices.ContainsFunc(evs.Items, func(e eventsv1.Event) bool {
@@ -191,7 +191,7 @@ func TestRecreatedUnderTheSameName(t *testing.T) {
 	time.Sleep(5 * time.Second) // held names stay held
 	for i := 1; i < n; i += 2 {
 		var tj trainer.TrainJob
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name(i)}, &tj); err != nil {
+		if err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name(i)}, &tj); err != nil {
 			t.Fatal(err)
 		}
 		if tj.Status.State != trainer.TrainJobStateCreated || tj.FinishedCondition() != nil {
@@ -206,7 +206,7 @@ func TestRecreatedUnderTheSameName(t *testing.T) {
 			&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name(i) + "-node-0"}},
 			&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name(i)}},
 		} {
-			if err := k8s.Delete(ctx, o, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+			if err := cluster.Client.Delete(ctx, o, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
 				t.Fatal(err)
 			}
 		}
@@ -216,9 +216,9 @@ func TestRecreatedUnderTheSameName(t *testing.T) {
 	var failed []string
 	var background, orphan []time.Duration // until its Jobs were created
 	for i := range n {
-		waitFor(t, 3*time.Minute, name(i)+" to finish", func() error {
+		cluster.EventuallyWithin(t, 3*time.Minute, name(i)+" to finish", func() error {
 			var tj trainer.TrainJob
-			if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name(i)}, &tj); err != nil {
+			if err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name(i)}, &tj); err != nil {
 				return err
 			}
 			c := tj.FinishedCondition()
@@ -229,7 +229,7 @@ func TestRecreatedUnderTheSameName(t *testing.T) {
 				failed = append(failed, fmt.Sprintf("%s: %s (%s) %s", tj.Name, c.Type, c.Reason, c.Message))
 			}
 			var job batchv1.Job
-			if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name(i) + "-node-0"}, &job); err == nil && metav1.IsControlledBy(&job, &tj) {
+			if err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name(i) + "-node-0"}, &job); err == nil && metav1.IsControlledBy(&job, &tj) {
 				if i%2 == 0 {
 					background = append(background, job.CreationTimestamp.Sub(tj.CreationTimestamp.Time))
 				} else {
@@ -264,7 +264,7 @@ func TestRecreatedUnderTheSameName(t *testing.T) {
 func TestAfterSuspendedAfterAnOutage(t *testing.T) {
 	const after = 20 * time.Second
 	n := max(2, envInt("FAULTS_TRAINJOBS", 60)/20)
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t)
 	ctx := context.Background()
 	withRetention(t, after)
 	watchCtx, stopWatching := context.WithCancel(ctx)
@@ -283,16 +283,16 @@ func TestAfterSuspendedAfterAnOutage(t *testing.T) {
 			case "queued":
 				w.Label(trainer.KueueQueueNameLabel, "team-a")
 			}
-			if err := k8s.Create(ctx, w.Obj()); err != nil {
+			if err := cluster.Client.Create(ctx, w.Obj()); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	waitFor(t, 2*time.Minute, "the TrainJobs to start", func() error {
+	cluster.EventuallyWithin(t, 2*time.Minute, "the TrainJobs to start", func() error {
 		for _, g := range []string{"resumed", "left", "queued"} {
 			for i := range n {
 				var tj trainer.TrainJob
-				if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name(g, i)}, &tj); err != nil {
+				if err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name(g, i)}, &tj); err != nil {
 					return err
 				}
 				if tj.Status.StartTime == nil || len(tj.Status.JobsStatus) == 0 || tj.Status.JobsStatus[0].Active == 0 {
@@ -304,17 +304,17 @@ func TestAfterSuspendedAfterAnOutage(t *testing.T) {
 	})
 	for _, g := range []string{"resumed", "left", "queued"} {
 		for i := range n {
-			if !setSuspend(ctx, ns, name(g, i), true) {
+			if cluster.SetSuspend(ctx, ns, name(g, i), true) != nil {
 				t.Fatalf("suspending %s", name(g, i))
 			}
 		}
 	}
 	var lastSuspended time.Time
-	waitFor(t, 2*time.Minute, "every TrainJob to be Suspended", func() error {
+	cluster.EventuallyWithin(t, 2*time.Minute, "every TrainJob to be Suspended", func() error {
 		for _, g := range groups {
 			for i := range n {
 				var tj trainer.TrainJob
-				if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name(g, i)}, &tj); err != nil {
+				if err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name(g, i)}, &tj); err != nil {
 					return err
 				}
 				c := meta.FindStatusCondition(tj.Status.Conditions, trainer.TrainJobSuspended)
@@ -339,8 +339,8 @@ func TestAfterSuspendedAfterAnOutage(t *testing.T) {
 		// The API server sees the new failure policy once its own watch
 		// of webhook configurations has it: until then, a write still
 		// waits on the dead webhook and is refused.
-		waitFor(t, 30*time.Second, "resuming "+name("resumed", i), func() error {
-			if !setSuspend(ctx, ns, name("resumed", i), false) {
+		cluster.EventuallyWithin(t, 30*time.Second, "resuming "+name("resumed", i), func() error {
+			if cluster.SetSuspend(ctx, ns, name("resumed", i), false) != nil {
 				return fmt.Errorf("refused")
 			}
 			return nil
@@ -358,7 +358,7 @@ func TestAfterSuspendedAfterAnOutage(t *testing.T) {
 		count := 0
 		for i := range n {
 			var tj trainer.TrainJob
-			err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name(g, i)}, &tj)
+			err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name(g, i)}, &tj)
 			switch {
 			case apierrors.IsNotFound(err):
 				count++
@@ -370,7 +370,7 @@ func TestAfterSuspendedAfterAnOutage(t *testing.T) {
 		}
 		return count, nil
 	}
-	waitFor(t, time.Minute, "the TrainJobs left suspended to be deleted", func() error {
+	cluster.EventuallyWithin(t, time.Minute, "the TrainJobs left suspended to be deleted", func() error {
 		d, err := deleted("left")
 		if err != nil {
 			return err
@@ -402,10 +402,10 @@ func TestAfterSuspendedAfterAnOutage(t *testing.T) {
 		}
 	}
 	// The resumed ones run again.
-	waitFor(t, time.Minute, "the resumed TrainJobs to be Resumed", func() error {
+	cluster.EventuallyWithin(t, time.Minute, "the resumed TrainJobs to be Resumed", func() error {
 		for i := range n {
 			var tj trainer.TrainJob
-			if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name("resumed", i)}, &tj); err != nil {
+			if err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name("resumed", i)}, &tj); err != nil {
 				return err
 			}
 			if c := meta.FindStatusCondition(tj.Status.Conditions, trainer.TrainJobSuspended); c == nil || c.Reason != trainer.TrainJobResumedReason {
@@ -476,13 +476,13 @@ func setWebhookFailurePolicy(t *testing.T, p admissionregistrationv1.FailurePoli
 	var cfg admissionregistrationv1.ValidatingWebhookConfiguration
 	key := client.ObjectKey{Name: configv1alpha1.DefaultWebhookConfigurationName}
 	for range 10 {
-		if err := k8s.Get(context.Background(), key, &cfg); err != nil {
+		if err := cluster.Client.Get(context.Background(), key, &cfg); err != nil {
 			t.Fatal(err)
 		}
 		for i := range cfg.Webhooks {
 			cfg.Webhooks[i].FailurePolicy = ptr.To(p)
 		}
-		err := k8s.Update(context.Background(), &cfg)
+		err := cluster.Client.Update(context.Background(), &cfg)
 		if err == nil {
 			return
 		}
@@ -497,11 +497,11 @@ func setWebhookFailurePolicy(t *testing.T, p admissionregistrationv1.FailurePoli
 func deleteAll(t *testing.T, ns string) {
 	t.Helper()
 	var tjs trainer.TrainJobList
-	if err := k8s.List(context.Background(), &tjs, client.InNamespace(ns)); err != nil {
+	if err := cluster.Client.List(context.Background(), &tjs, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)
 	}
 	for i := range tjs.Items {
-		err := k8s.Delete(context.Background(), &tjs.Items[i], client.PropagationPolicy(metav1.DeletePropagationForeground))
+		err := cluster.Client.Delete(context.Background(), &tjs.Items[i], client.PropagationPolicy(metav1.DeletePropagationForeground))
 		if client.IgnoreNotFound(err) != nil {
 			t.Fatal(err)
 		}

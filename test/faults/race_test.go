@@ -39,7 +39,7 @@ import (
 // TrainJob must stay.
 func TestTTLExtendedAroundExpiry(t *testing.T) {
 	n := envInt("FAULTS_RACES", 30)
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t)
 	ctx := context.Background()
 	var mu sync.Mutex
 	var kept, lost, violations []string
@@ -82,7 +82,7 @@ func TestTTLExtendedAroundExpiry(t *testing.T) {
 func race(ctx context.Context, ns, name string, offset time.Duration) (bool, error) {
 	tj := utiltesting.MakeTrainJob(name, ns).Command("torchrun", "x.py").
 		Annotation("pod-complete.stage.kwok.x-k8s.io/delay", "1s").TTL(3).Obj()
-	if err := k8s.Create(ctx, tj); err != nil {
+	if err := cluster.Client.Create(ctx, tj); err != nil {
 		return false, err
 	}
 	var finished time.Time
@@ -92,7 +92,7 @@ func race(ctx context.Context, ns, name string, offset time.Duration) (bool, err
 			return false, errors.New("did not finish in 2 minutes")
 		}
 		var cur trainer.TrainJob
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(tj), &cur); err != nil {
+		if err := cluster.Client.Get(ctx, client.ObjectKeyFromObject(tj), &cur); err != nil {
 			return false, err
 		}
 		if c := cur.FinishedCondition(); c != nil {
@@ -103,7 +103,7 @@ func race(ctx context.Context, ns, name string, offset time.Duration) (bool, err
 	time.Sleep(time.Until(finished.Add(3*time.Second + offset)))
 
 	patched := &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-	err := k8s.Patch(ctx, patched, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"ttlSecondsAfterFinished":3600}}`)))
+	err := cluster.Client.Patch(ctx, patched, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"ttlSecondsAfterFinished":3600}}`)))
 	taken := err == nil && patched.DeletionTimestamp == nil
 	if err != nil && !apierrors.IsNotFound(err) {
 		// A TrainJob being deleted refuses no patch, but the webhook is
@@ -112,7 +112,7 @@ func race(ctx context.Context, ns, name string, offset time.Duration) (bool, err
 	}
 	time.Sleep(5 * time.Second)
 	var cur trainer.TrainJob
-	err = k8s.Get(ctx, client.ObjectKeyFromObject(tj), &cur)
+	err = cluster.Client.Get(ctx, client.ObjectKeyFromObject(tj), &cur)
 	gone := apierrors.IsNotFound(err) || (err == nil && cur.DeletionTimestamp != nil)
 	if taken && gone {
 		return false, fmt.Errorf("the extension was taken %v from the expiry, yet the TrainJob was deleted", offset)

@@ -27,7 +27,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
@@ -41,18 +40,14 @@ import (
 // twice, none lost), no Job is created twice in one attempt, and the Jobs
 // of earlier attempts go.
 func TestManagerKilledMidRestart(t *testing.T) {
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	created := watchJobCreations(ctx, t, ns)
 
-	node := utiltesting.MakeReplicatedJob("node").Trainer().Obj()
-	node.Template.Spec.BackoffLimit = ptr.To[int32](0)
-	node.Template.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyNever
-	spec := utiltesting.MakeRuntimeSpec().Torch().ReplicatedJobs(node)
-	rt := spec.Runtime("restarting", ns)
-	rt.Spec.Template.Spec.FailurePolicy = &trainer.FailurePolicy{MaxRestarts: 5}
-	if err := k8s.Create(ctx, rt); err != nil {
+	node := utiltesting.MakeReplicatedJob("node").Trainer().BackoffLimit(0).RestartPolicy(corev1.RestartPolicyNever)
+	spec := utiltesting.MakeRuntimeSpec().Torch().ReplicatedJobs(node.Obj()).FailurePolicy(trainer.FailurePolicy{MaxRestarts: 5})
+	if err := cluster.Client.Create(ctx, spec.Runtime("restarting", ns)); err != nil {
 		t.Fatal(err)
 	}
 	n := envInt("FAULTS_RESTART_TRAINJOBS", 20)
@@ -63,7 +58,7 @@ func TestManagerKilledMidRestart(t *testing.T) {
 			Annotation("pod-complete.stage.kwok.x-k8s.io/delay", "2s").
 			Annotation("pod-fail.stage.trainjob-operator.dev/delay", fmt.Sprintf("%dms", 1000+200*(i%10))).
 			Annotation("pod-fail.stage.trainjob-operator.dev/attempts", strconv.Itoa(failingAttempts)).Obj()
-		if err := k8s.Create(ctx, tj); err != nil {
+		if err := cluster.Client.Create(ctx, tj); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -92,8 +87,8 @@ func TestManagerKilledMidRestart(t *testing.T) {
 	}()
 
 	var list trainer.TrainJobList
-	waitFor(t, 4*time.Minute, fmt.Sprintf("all %d TrainJobs to finish", n), func() error {
-		if err := k8s.List(ctx, &list, client.InNamespace(ns)); err != nil {
+	cluster.EventuallyWithin(t, 4*time.Minute, fmt.Sprintf("all %d TrainJobs to finish", n), func() error {
+		if err := cluster.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
 			return err
 		}
 		left := 0
@@ -127,14 +122,14 @@ func TestManagerKilledMidRestart(t *testing.T) {
 		t.Errorf("%d Jobs created over all attempts, want %d (one per TrainJob per attempt)", keys, want)
 	}
 	var jobs batchv1.JobList
-	if err := k8s.List(context.Background(), &jobs, client.InNamespace(ns)); err != nil {
+	if err := cluster.Client.List(context.Background(), &jobs, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)
 	}
 	for _, j := range jobs.Items {
 		if j.Labels[trainer.JobSetRestartAttemptLabel] != strconv.Itoa(failingAttempts) {
-			waitFor(t, time.Minute, "Job "+j.Name+" of an earlier attempt to go", func() error {
+			cluster.EventuallyWithin(t, time.Minute, "Job "+j.Name+" of an earlier attempt to go", func() error {
 				var live batchv1.Job
-				if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(&j), &live); err == nil && live.UID == j.UID {
+				if err := cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(&j), &live); err == nil && live.UID == j.UID {
 					return fmt.Errorf("still there, attempt %s", live.Labels[trainer.JobSetRestartAttemptLabel])
 				}
 				return nil

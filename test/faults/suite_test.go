@@ -33,8 +33,6 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -42,10 +40,14 @@ import (
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
 	"github.com/trainjob-operator/trainjob-operator/internal/dev"
 	utiltesting "github.com/trainjob-operator/trainjob-operator/internal/util/testing"
+	"github.com/trainjob-operator/trainjob-operator/test/framework"
 )
 
 var (
-	k8s     client.WithWatch
+	// cluster is the suite's cluster.
+	cluster *framework.Cluster
+	// devOpts brought it up: the faults stop, kill and restart its
+	// processes through them.
 	devOpts dev.Options
 )
 
@@ -62,7 +64,15 @@ func TestMain(m *testing.M) {
 		Nodes:   8,
 		Out:     os.Stderr,
 	}
-	os.Exit(dev.RunTests(m, devOpts, func(cl client.WithWatch) { k8s = cl }))
+	os.Exit(dev.RunTests(m, devOpts, func(cl client.WithWatch) {
+		cluster = framework.DevCluster(devOpts, cl)
+		cluster.NamespacePrefix = "faults-"
+		// Each wait says how long it waits: the workloads' sizes vary.
+		cluster.Timeout, cluster.Interval = 2*time.Minute, 200*time.Millisecond
+		// A namespace holds up to hundreds of TrainJobs: the tests log
+		// what they counted instead.
+		cluster.Dump = nil
+	}))
 }
 
 // envInt reads a size of the run from the environment.
@@ -71,16 +81,6 @@ func envInt(name string, def int) int {
 		return v
 	}
 	return def
-}
-
-func newNamespace(t *testing.T) string {
-	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "faults-"}}
-	if err := k8s.Create(context.Background(), ns); err != nil {
-		t.Fatalf("creating namespace: %v", err)
-	}
-	t.Cleanup(func() { _ = k8s.Delete(context.Background(), ns) })
-	return ns.Name
 }
 
 // history is what the recorder saw of one TrainJob.
@@ -124,7 +124,7 @@ func record(ctx context.Context, t *testing.T, ns string) *recorder {
 // audit).
 func watchNamespace(ctx context.Context, t *testing.T, ns string, newList func() client.ObjectList, fn func(utiltesting.Event)) {
 	t.Helper()
-	err := utiltesting.Watch(ctx, k8s, ns, newList, fn, func(rv string) {
+	err := utiltesting.Watch(ctx, cluster.Client, ns, newList, fn, func(rv string) {
 		if ctx.Err() == nil { // the test is still running
 			t.Logf("the watch of %T in %s stalled; watching again from version %s", newList(), ns, rv)
 		}

@@ -20,7 +20,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -49,7 +48,7 @@ func TestUninstallMidRun(t *testing.T) {
 	const podsPerTrainJob = 2
 
 	t.Run("the manager runs, the CRDs are installed", func(t *testing.T) {
-		ns := newNamespace(t)
+		ns := cluster.NewNamespace(t)
 		startLongTrainJobs(t, ns, n, podsPerTrainJob)
 		t.Logf("before: %s", countStranded(t, ns))
 		took := runUninstall(t)
@@ -57,7 +56,7 @@ func TestUninstallMidRun(t *testing.T) {
 	})
 
 	t.Run("the manager is stopped and the CRDs deleted first", func(t *testing.T) {
-		ns := newNamespace(t)
+		ns := cluster.NewNamespace(t)
 		startLongTrainJobs(t, ns, n, podsPerTrainJob)
 		t.Cleanup(func() { restoreInstallation(t) })
 
@@ -65,7 +64,7 @@ func TestUninstallMidRun(t *testing.T) {
 			t.Fatalf("stopping the manager: %v", err)
 		}
 		start := time.Now()
-		kubectlOnSuite(t, "delete", "-k", filepath.Join(devOpts.Root, "config", "crd"), "--wait", "--timeout", "2m")
+		cluster.MustKubectl(t, "delete", "-k", filepath.Join(devOpts.Root, "config", "crd"), "--wait", "--timeout", "2m")
 		t.Logf("manager stopped, CRDs deleted (every TrainJob with them) in %s", time.Since(start).Round(100*time.Millisecond))
 		// What the bad order leaves: give the garbage collector time to do
 		// all it would.
@@ -90,15 +89,15 @@ func startLongTrainJobs(t *testing.T, ns string, n, podsPerTrainJob int) {
 	for i := range n {
 		tj := utiltesting.MakeTrainJob(fmt.Sprintf("tj-%02d", i), ns).NumNodes(int32(podsPerTrainJob)).
 			Command("torchrun", "train.py").Annotation("pod-complete.stage.kwok.x-k8s.io/delay", "10m").Obj()
-		if err := k8s.Create(ctx, tj); err != nil {
+		if err := cluster.Client.Create(ctx, tj); err != nil {
 			t.Fatalf("creating %s: %v", tj.Name, err)
 		}
 	}
 	start := time.Now()
 	want := n * podsPerTrainJob
-	waitFor(t, 2*time.Minute, fmt.Sprintf("%d Pods of %d TrainJobs to run", want, n), func() error {
+	cluster.EventuallyWithin(t, 2*time.Minute, fmt.Sprintf("%d Pods of %d TrainJobs to run", want, n), func() error {
 		var pods corev1.PodList
-		if err := k8s.List(ctx, &pods, client.InNamespace(ns), client.HasLabels{trainer.TrainJobNameLabel}); err != nil {
+		if err := cluster.Client.List(ctx, &pods, client.InNamespace(ns), client.HasLabels{trainer.TrainJobNameLabel}); err != nil {
 			return err
 		}
 		running := 0
@@ -137,7 +136,7 @@ func countStranded(t *testing.T, ns string) stranded {
 	ctx := context.Background()
 	var l stranded
 	var tjs trainer.TrainJobList
-	if err := k8s.List(ctx, &tjs, client.InNamespace(ns)); err != nil {
+	if err := cluster.Client.List(ctx, &tjs, client.InNamespace(ns)); err != nil {
 		l.trainJobs = "no CRD, no"
 	} else {
 		l.trainJobs = fmt.Sprint(len(tjs.Items))
@@ -146,11 +145,11 @@ func countStranded(t *testing.T, ns string) stranded {
 	var pods corev1.PodList
 	var svcs corev1.ServiceList
 	for _, lst := range []client.ObjectList{&jobs, &pods, &svcs} {
-		if err := k8s.List(ctx, lst, client.InNamespace(ns)); err != nil {
+		if err := cluster.Client.List(ctx, lst, client.InNamespace(ns)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := k8s.List(ctx, &all); err != nil {
+	if err := cluster.Client.List(ctx, &all); err != nil {
 		t.Fatal(err)
 	}
 	l.jobs, l.pods, l.services = len(jobs.Items), len(pods.Items), len(svcs.Items)
@@ -207,27 +206,31 @@ func assertNothingStranded(t *testing.T, ns string, took time.Duration) {
 func restoreInstallation(t *testing.T) {
 	t.Helper()
 	start := time.Now()
-	kubectlOnSuite(t, "apply", "--server-side", "--force-conflicts", "-k", filepath.Join(devOpts.Root, "config", "crd"))
+	cluster.MustKubectl(t, "apply", "--server-side", "--force-conflicts", "-k", filepath.Join(devOpts.Root, "config", "crd"))
 	// kubectl wait fails, rather than waits, while a CRD has no condition yet.
-	waitFor(t, time.Minute, "the CRDs to be established", func() error {
-		return kubectlErr("wait", "--for", "condition=Established", "--timeout", "10s",
+	cluster.EventuallyWithin(t, time.Minute, "the CRDs to be established", func() error {
+		out, err := cluster.Kubectl("wait", "--for", "condition=Established", "--timeout", "10s",
 			"crd/trainjobs.trainer.kubeflow.org", "crd/trainingruntimes.trainer.kubeflow.org", "crd/clustertrainingruntimes.trainer.kubeflow.org")
+		if err != nil {
+			return fmt.Errorf("kubectl wait: %w\n%s", err, out)
+		}
+		return nil
 	})
-	kubectlOnSuite(t, "apply", "--server-side", "--force-conflicts", "-k", filepath.Join(devOpts.Root, "config", "runtimes"))
+	cluster.MustKubectl(t, "apply", "--server-side", "--force-conflicts", "-k", filepath.Join(devOpts.Root, "config", "runtimes"))
 	if err := dev.RestartManager(context.Background(), devOpts); err != nil {
 		t.Fatalf("restarting the manager: %v", err)
 	}
 	// The tests after this one need it all: a TrainJob must pass the
 	// webhook, run and complete.
 	ctx := context.Background()
-	tj := utiltesting.MakeTrainJob("after-restore", newNamespace(t)).Command("torchrun", "train.py").
+	tj := utiltesting.MakeTrainJob("after-restore", cluster.NewNamespace(t)).Command("torchrun", "train.py").
 		Annotation("pod-complete.stage.kwok.x-k8s.io/delay", "1s").Obj()
-	if err := k8s.Create(ctx, tj); err != nil {
+	if err := cluster.Client.Create(ctx, tj); err != nil {
 		t.Fatalf("creating a TrainJob after the restore: %v", err)
 	}
-	waitFor(t, time.Minute, "a TrainJob to complete after the restore", func() error {
+	cluster.EventuallyWithin(t, time.Minute, "a TrainJob to complete after the restore", func() error {
 		var cur trainer.TrainJob
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(tj), &cur); err != nil {
+		if err := cluster.Client.Get(ctx, client.ObjectKeyFromObject(tj), &cur); err != nil {
 			return err
 		}
 		if c := cur.FinishedCondition(); c == nil || c.Type != trainer.TrainJobComplete {
@@ -235,25 +238,8 @@ func restoreInstallation(t *testing.T) {
 		}
 		return nil
 	})
-	if err := k8s.Delete(ctx, tj, client.PropagationPolicy(metav1.DeletePropagationForeground)); err != nil {
+	if err := cluster.Client.Delete(ctx, tj, client.PropagationPolicy(metav1.DeletePropagationForeground)); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("CRDs, runtimes and the manager restored, and a TrainJob ran on them, in %s", time.Since(start).Round(100*time.Millisecond))
-}
-
-// kubectlOnSuite runs bin/kubectl on the suite's cluster.
-func kubectlOnSuite(t *testing.T, args ...string) {
-	t.Helper()
-	if err := kubectlErr(args...); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func kubectlErr(args ...string) error {
-	args = append([]string{"--kubeconfig", devOpts.Kubeconfig()}, args...)
-	out, err := exec.Command(filepath.Join(devOpts.Root, "bin", "kubectl"), args...).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("kubectl %s: %w\n%s", strings.Join(args, " "), err, out)
-	}
-	return nil
 }
