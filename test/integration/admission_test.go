@@ -63,9 +63,9 @@ func (r *warningRecorder) HandleWarningHeaderWithContext(_ context.Context, _ in
 func createWarned(t *testing.T, obj client.Object, opts ...client.CreateOption) ([]string, error) {
 	t.Helper()
 	rec := &warningRecorder{}
-	cfg := rest.CopyConfig(restConfig)
+	cfg := rest.CopyConfig(cluster.Config)
 	cfg.WarningHandlerWithContext = rec
-	c, err := client.New(cfg, client.Options{Scheme: scheme.Scheme, Mapper: k8s.RESTMapper()})
+	c, err := client.New(cfg, client.Options{Scheme: scheme.Scheme, Mapper: cluster.Client.RESTMapper()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,11 +123,11 @@ func serveJobAdmission(t *testing.T, ns string, review func(*batchv1.Job) *metav
 			}},
 		}},
 	}
-	create(t, config)
-	t.Cleanup(func() { _ = k8s.Delete(context.Background(), config) })
-	eventually(t, "the API server to call the test's Job webhook", func() error {
+	cluster.Create(t, config)
+	t.Cleanup(func() { _ = cluster.Client.Delete(context.Background(), config) })
+	cluster.Eventually(t, "the API server to call the test's Job webhook", func() error {
 		probe := utiltesting.MakeJob("probe", ns, "example.com/c").Obj()
-		_ = k8s.Create(context.Background(), probe, client.DryRunAll)
+		_ = cluster.Client.Create(context.Background(), probe, client.DryRunAll)
 		if calls.Load() == 0 {
 			return fmt.Errorf("not called yet")
 		}
@@ -144,7 +144,7 @@ func ownerMustExist(job *batchv1.Job) *metav1.Status {
 		return nil
 	}
 	var tj trainer.TrainJob
-	err := k8s.Get(context.Background(), client.ObjectKey{Namespace: job.Namespace, Name: owner.Name}, &tj)
+	err := cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: job.Namespace, Name: owner.Name}, &tj)
 	if err != nil {
 		return &metav1.Status{Code: http.StatusForbidden, Reason: metav1.StatusReasonForbidden, Message: err.Error()}
 	}
@@ -156,12 +156,12 @@ func ownerMustExist(job *batchv1.Job) *metav1.Status {
 // before it exists, and the API server would accept them once it does, as
 // it then accepts the Job the controller creates.
 func TestDryRunMeetsAdmissionThatLooksUpOwners(t *testing.T) {
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t)
 	torchRuntime(t, ns, utiltesting.MakeRuntimeSpec().Torch())
 	serveJobAdmission(t, ns, ownerMustExist)
 	// The probe: such a Job is refused.
 	orphan := utiltesting.MakeJob("orphan", ns, "example.com/c").ControlledByTrainJob("absent", "00000000-0000-4000-8000-000000000001").Obj()
-	if err := k8s.Create(context.Background(), orphan, client.DryRunAll); err == nil || !strings.Contains(err.Error(), `"absent" not found`) {
+	if err := cluster.Client.Create(context.Background(), orphan, client.DryRunAll); err == nil || !strings.Contains(err.Error(), `"absent" not found`) {
 		t.Fatalf("a Job owned by a TrainJob that does not exist: %v, want it refused by the test's webhook", err)
 	}
 
@@ -182,13 +182,13 @@ const psaWarning = `would violate PodSecurity "restricted:latest"`
 // API server's warnings on the dry-run Jobs come back on every TrainJob,
 // not only on the first of a shape.
 func TestDryRunWarningsOnEveryAdmission(t *testing.T) {
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t)
 	torchRuntime(t, ns, utiltesting.MakeRuntimeSpec().Torch())
 	patch := []byte(`{"metadata":{"labels":{"pod-security.kubernetes.io/warn":"restricted"}}}`)
-	if err := k8s.Patch(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, client.RawPatch(types.MergePatchType, patch)); err != nil {
+	if err := cluster.Client.Patch(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "Pod Security admission to warn of Jobs in "+ns, func() error {
+	cluster.Eventually(t, "Pod Security admission to warn of Jobs in "+ns, func() error {
 		warnings, err := createWarned(t, utiltesting.MakeJob("probe", ns, "example.com/c").Obj(), client.DryRunAll)
 		if err == nil && !containsWarning(warnings, psaWarning) {
 			err = fmt.Errorf("no Pod Security warning yet: %q", warnings)
@@ -246,12 +246,12 @@ func jobsNamed(t *testing.T, ns, prefix string) {
 		},
 	}
 	for _, obj := range []client.Object{policy, binding} {
-		create(t, obj)
-		t.Cleanup(func() { _ = k8s.Delete(context.Background(), obj) })
+		cluster.Create(t, obj)
+		t.Cleanup(func() { _ = cluster.Client.Delete(context.Background(), obj) })
 	}
-	eventually(t, "the API server to refuse Jobs not named "+prefix+"*", func() error {
+	cluster.Eventually(t, "the API server to refuse Jobs not named "+prefix+"*", func() error {
 		probe := utiltesting.MakeJob("probe", ns, "example.com/c").Obj()
-		if err := k8s.Create(context.Background(), probe, client.DryRunAll); err == nil {
+		if err := cluster.Client.Create(context.Background(), probe, client.DryRunAll); err == nil {
 			return fmt.Errorf("Job probe accepted")
 		} else if !apierrors.IsInvalid(err) {
 			return fmt.Errorf("Job probe refused, but not as invalid: %w", err)
@@ -266,21 +266,21 @@ func jobsNamed(t *testing.T, ns, prefix string) {
 // stands in for Kubernetes' own validation of Jobs only, which looks at a
 // name's length and kinds of character, not at its letters.
 func TestDryRunWithAnAdmissionPolicyOnJobNames(t *testing.T) {
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t)
 	torchRuntime(t, ns, utiltesting.MakeRuntimeSpec().Torch())
-	create(t, trainJobOn("team-a", ns).Obj())
+	cluster.Create(t, trainJobOn("team-a", ns).Obj())
 	jobsNamed(t, ns, "team-")
 
 	// A dry run of the TrainJob goes through the webhook too: wait until
 	// the manager has seen the policy.
-	eventually(t, "TrainJob xeam-b to be refused at admission", func() error {
-		err := k8s.Create(context.Background(), trainJobOn("xeam-b", ns).Obj(), client.DryRunAll)
+	cluster.Eventually(t, "TrainJob xeam-b to be refused at admission", func() error {
+		err := cluster.Client.Create(context.Background(), trainJobOn("xeam-b", ns).Obj(), client.DryRunAll)
 		if err == nil {
 			return fmt.Errorf("accepted: its shape is that of team-a, accepted before the policy")
 		}
 		return nil
 	})
-	err := k8s.Create(context.Background(), trainJobOn("xeam-b", ns).Obj())
+	err := cluster.Client.Create(context.Background(), trainJobOn("xeam-b", ns).Obj())
 	for _, want := range []string{
 		`TrainJob.trainer.kubeflow.org "xeam-b" is invalid`,
 		`the API server refuses the Jobs of replicated Job "node" of TrainingRuntime "torch"`,
@@ -300,10 +300,10 @@ func TestDryRunWithAnAdmissionPolicyOnJobNames(t *testing.T) {
 // the next one), each is dry-run; once it is gone, the acceptance stands
 // again.
 func TestShapeStandsInForKubernetesValidationAlone(t *testing.T) {
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t)
 	torchRuntime(t, ns, utiltesting.MakeRuntimeSpec().Torch())
 	for _, name := range []string{"run-a1", "run-b2", "run-c3"} {
-		create(t, trainJobOn(name, ns).Obj())
+		cluster.Create(t, trainJobOn(name, ns).Obj())
 	}
 	if got := dryRuns.in(ns); got != 1 {
 		t.Errorf("3 TrainJobs of one shape: %d dry runs, want 1", got)
@@ -311,23 +311,23 @@ func TestShapeStandsInForKubernetesValidationAlone(t *testing.T) {
 
 	jobs := corev1.ResourceList{"count/jobs.batch": resource.MustParse("100")}
 	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "jobs", Namespace: ns}, Spec: corev1.ResourceQuotaSpec{Hard: jobs}}
-	create(t, quota)
+	cluster.Create(t, quota)
 	// The suite runs no quota controller: its status, which admission
 	// enforces, is written here as that controller would.
 	quota.Status = corev1.ResourceQuotaStatus{Hard: jobs, Used: corev1.ResourceList{"count/jobs.batch": resource.MustParse("3")}}
-	if err := k8s.Status().Update(context.Background(), quota); err != nil {
+	if err := cluster.Client.Status().Update(context.Background(), quota); err != nil {
 		t.Fatalf("writing the quota's status: %v", err)
 	}
 	// Whether the webhook dry-runs the Jobs of a TrainJob of that shape: a
 	// dry-run creation of the TrainJob goes through the webhook too.
 	dryRun := func() bool {
 		before := dryRuns.in(ns)
-		if err := k8s.Create(context.Background(), trainJobOn("run-z9", ns).Obj(), client.DryRunAll); err != nil {
+		if err := cluster.Client.Create(context.Background(), trainJobOn("run-z9", ns).Obj(), client.DryRunAll); err != nil {
 			t.Fatal(err)
 		}
 		return dryRuns.in(ns) > before
 	}
-	eventually(t, "a TrainJob to be dry-run while the quota counts Jobs", func() error {
+	cluster.Eventually(t, "a TrainJob to be dry-run while the quota counts Jobs", func() error {
 		if !dryRun() {
 			return fmt.Errorf("admitted without a dry run")
 		}
@@ -335,16 +335,16 @@ func TestShapeStandsInForKubernetesValidationAlone(t *testing.T) {
 	})
 	before := dryRuns.in(ns)
 	for _, name := range []string{"run-d4", "run-e5"} {
-		create(t, trainJobOn(name, ns).Obj())
+		cluster.Create(t, trainJobOn(name, ns).Obj())
 	}
 	if got := dryRuns.in(ns) - before; got != 2 {
 		t.Errorf("2 more TrainJobs while the quota counts Jobs: %d dry runs, want 2", got)
 	}
 
-	if err := k8s.Delete(context.Background(), quota); err != nil {
+	if err := cluster.Client.Delete(context.Background(), quota); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "a TrainJob to be admitted without a dry run once the quota is gone", func() error {
+	cluster.Eventually(t, "a TrainJob to be admitted without a dry run once the quota is gone", func() error {
 		if dryRun() {
 			return fmt.Errorf("dry-run")
 		}
@@ -368,7 +368,7 @@ func BenchmarkCreateTrainJobsOfOneShape(b *testing.B) {
 		policy bool
 	}{{"shape-stands-in", false}, {"policy-on-jobs", true}} {
 		b.Run(tc.name, func(b *testing.B) {
-			ns := newNamespace(b)
+			ns := cluster.NewNamespace(b)
 			torchRuntime(b, ns, utiltesting.MakeRuntimeSpec().Torch())
 			if tc.policy {
 				policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
@@ -383,12 +383,12 @@ func BenchmarkCreateTrainJobsOfOneShape(b *testing.B) {
 						Validations: []admissionregistrationv1.Validation{{Expression: "true"}},
 					},
 				}
-				create(b, policy)
-				b.Cleanup(func() { _ = k8s.Delete(context.Background(), policy) })
+				cluster.Create(b, policy)
+				b.Cleanup(func() { _ = cluster.Client.Delete(context.Background(), policy) })
 				utiltesting.Eventually(b, timeout, interval, "the webhook to dry-run each TrainJob", func() error {
 					before := dryRuns.in(ns)
 					for range 2 {
-						if err := k8s.Create(context.Background(), trainJobOn("bench-99999", ns).Obj(), client.DryRunAll); err != nil {
+						if err := cluster.Client.Create(context.Background(), trainJobOn("bench-99999", ns).Obj(), client.DryRunAll); err != nil {
 							return err
 						}
 					}
@@ -405,7 +405,7 @@ func BenchmarkCreateTrainJobsOfOneShape(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					name := fmt.Sprintf("bench-%05d", next.Add(1))
-					if err := k8s.Create(context.Background(), trainJobOn(name, ns).Obj()); err != nil {
+					if err := cluster.Client.Create(context.Background(), trainJobOn(name, ns).Obj()); err != nil {
 						b.Error(err)
 						return
 					}

@@ -69,10 +69,10 @@ func TestBadInputCorpus(t *testing.T) {
 	if err != nil || len(files) < 40 {
 		t.Fatalf("the corpus has %d files (err %v), want at least 40", len(files), err)
 	}
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t)
 	// The TrainJobs reference the torch-distributed runtime: the webhook
 	// checks them against it.
-	if out, err := kubectl(t, "apply", "--server-side", "--force-conflicts", "-k", filepath.Join(repoRoot, "config", "runtimes")); err != nil {
+	if out, err := cluster.Kubectl("apply", "--server-side", "--force-conflicts", "-k", filepath.Join(repoRoot, "config", "runtimes")); err != nil {
 		t.Fatalf("installing the runtimes: %v\n%s", err, out)
 	}
 	for _, f := range files {
@@ -87,7 +87,7 @@ func TestBadInputCorpus(t *testing.T) {
 					out = err.Error()
 				}
 			} else {
-				out, err = kubectl(t, "apply", "--dry-run=server", "-n", ns, "-f", f)
+				out, err = cluster.Kubectl("apply", "--dry-run=server", "-n", ns, "-f", f)
 			}
 			switch {
 			case len(e.want) > 0 && err == nil:

@@ -103,7 +103,7 @@ func comparable(t *testing.T, u unstructured.Unstructured) unstructured.Unstruct
 func TestChartMatchesConfigDefault(t *testing.T) {
 	helm(t, "lint", "--strict", chartDir())
 
-	source, err := kubectl(t, "kustomize", filepath.Join(repoRoot, "config", "default"))
+	source, err := cluster.Kubectl("kustomize", filepath.Join(repoRoot, "config", "default"))
 	if err != nil {
 		t.Fatalf("kubectl kustomize config/default: %v\n%s", err, source)
 	}
@@ -141,7 +141,7 @@ func TestChartMatchesConfigDefault(t *testing.T) {
 func ensureNamespaces(t *testing.T, names ...string) {
 	t.Helper()
 	for _, name := range names {
-		if err := k8s.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); client.IgnoreAlreadyExists(err) != nil {
+		if err := cluster.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); client.IgnoreAlreadyExists(err) != nil {
 			t.Fatal(err)
 		}
 	}
@@ -156,7 +156,7 @@ func applyChartDryRun(t *testing.T, args ...string) {
 	if err := os.WriteFile(manifest, []byte(rendered), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := kubectl(t, "apply", "--server-side", "--dry-run=server", "-f", manifest); err != nil {
+	if out, err := cluster.Kubectl("apply", "--server-side", "--dry-run=server", "-f", manifest); err != nil {
 		t.Errorf("kubectl apply the chart (%s): %v\n%s", strings.Join(args, " "), err, out)
 	}
 }
@@ -176,7 +176,7 @@ func TestChartKubeflowSDKConfigMap(t *testing.T) {
 		t.Error("the chart's defaults install the Kubeflow SDK's ConfigMap or objects in kubeflow-system: it is opt-in")
 	}
 
-	source, err := kubectl(t, "kustomize", filepath.Join(repoRoot, "config", "kubeflow-sdk"))
+	source, err := cluster.Kubectl("kustomize", filepath.Join(repoRoot, "config", "kubeflow-sdk"))
 	if err != nil {
 		t.Fatalf("kubectl kustomize config/kubeflow-sdk: %v\n%s", err, source)
 	}

@@ -20,7 +20,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -55,37 +54,24 @@ func compatDir(t *testing.T) string {
 	return dir
 }
 
-// kubectl runs bin/kubectl against the suite's API server.
-func kubectl(t *testing.T, args ...string) (string, error) {
-	t.Helper()
-	return kubectlAt(kubeconfig, args...)
-}
-
-// kubectlAt runs bin/kubectl against the API server of a kubeconfig.
-func kubectlAt(kubeconfig string, args ...string) (string, error) {
-	cmd := exec.Command(filepath.Join(repoRoot, "bin", "kubectl"), append([]string{"--kubeconfig", kubeconfig}, args...)...)
-	out, err := cmd.CombinedOutput()
-	return string(out), err
-}
-
 func TestKubeflowYAMLAppliesAndRuns(t *testing.T) {
 	dir := compatDir(t)
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t)
 	runtimeFile := filepath.Join(dir, "kubeflow-torch-distributed-runtime.yaml")
 	trainJobFile := filepath.Join(dir, "kubeflow-multi-node-trainjob.yaml")
 
 	for _, f := range []string{runtimeFile, trainJobFile} {
-		if out, err := kubectl(t, "apply", "--dry-run=server", "-n", ns, "-f", f); err != nil {
+		if out, err := cluster.Kubectl("apply", "--dry-run=server", "-n", ns, "-f", f); err != nil {
 			t.Fatalf("kubectl apply --dry-run=server -f %s: %v\n%s", filepath.Base(f), err, out)
 		}
 	}
 	for _, f := range []string{runtimeFile, trainJobFile} {
-		if out, err := kubectl(t, "apply", "--server-side", "-n", ns, "-f", f); err != nil {
+		if out, err := cluster.Kubectl("apply", "--server-side", "-n", ns, "-f", f); err != nil {
 			t.Fatalf("kubectl apply --server-side -f %s: %v\n%s", filepath.Base(f), err, out)
 		}
 	}
 	t.Cleanup(func() {
-		_ = k8s.Delete(context.Background(), &trainer.ClusterTrainingRuntime{ObjectMeta: metav1.ObjectMeta{Name: "torch-distributed"}})
+		_ = cluster.Client.Delete(context.Background(), &trainer.ClusterTrainingRuntime{ObjectMeta: metav1.ObjectMeta{Name: "torch-distributed"}})
 	})
 
 	// It means what it means under Kubeflow: 3 torchrun nodes of the
@@ -113,7 +99,7 @@ func TestKubeflowYAMLAppliesAndRuns(t *testing.T) {
 	}
 
 	waitRunning(t, ns, "multi-node-example")
-	out, err := kubectl(t, "get", "trainjob", "-n", ns, "multi-node-example")
+	out, err := cluster.Kubectl("get", "trainjob", "-n", ns, "multi-node-example")
 	if err != nil {
 		t.Fatalf("kubectl get trainjob: %v\n%s", err, out)
 	}
@@ -128,7 +114,7 @@ func TestKubeflowYAMLAppliesAndRuns(t *testing.T) {
 // that make no sense, are refused by the API server with a message that
 // names the field: never accepted and silently mis-run.
 func TestSchemaRejectsWhatItCannotRun(t *testing.T) {
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t)
 	trainJob := func(spec string) string {
 		return "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata:\n  name: bad\n  namespace: " + ns +
 			"\nspec:\n  runtimeRef:\n    name: torch-distributed\n" + spec
@@ -243,7 +229,7 @@ func TestSchemaRejectsWhatItCannotRun(t *testing.T) {
 			if err := yaml.Unmarshal([]byte(tc.manifest), &obj.Object); err != nil {
 				t.Fatalf("test manifest: %v\n%s", err, tc.manifest)
 			}
-			err := k8s.Create(context.Background(), &obj, client.DryRunAll)
+			err := cluster.Client.Create(context.Background(), &obj, client.DryRunAll)
 			if err == nil {
 				t.Fatalf("the API server accepted:\n%s", tc.manifest)
 			}
@@ -258,10 +244,10 @@ func TestSchemaRejectsWhatItCannotRun(t *testing.T) {
 
 // The manifests the project ships apply to the API server as they are.
 func TestShippedManifestsApply(t *testing.T) {
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t)
 	ensureNamespaces(t, "trainjob-system")
 	for _, dir := range []string{"config/crd", "config/rbac", "config/runtimes", "config/default"} {
-		if out, err := kubectl(t, "apply", "--server-side", "--dry-run=server", "-k", filepath.Join(repoRoot, dir)); err != nil {
+		if out, err := cluster.Kubectl("apply", "--server-side", "--dry-run=server", "-k", filepath.Join(repoRoot, dir)); err != nil {
 			t.Errorf("kubectl apply -k %s: %v\n%s", dir, err, out)
 		}
 	}
@@ -273,7 +259,7 @@ func TestShippedManifestsApply(t *testing.T) {
 		t.Fatalf("no samples found (err %v)", err)
 	}
 	for _, f := range samples {
-		if out, err := kubectl(t, "apply", "--dry-run=server", "-n", ns, "-f", f); err != nil {
+		if out, err := cluster.Kubectl("apply", "--dry-run=server", "-n", ns, "-f", f); err != nil {
 			t.Errorf("kubectl apply -f %s: %v\n%s", filepath.Base(f), err, out)
 		}
 	}
@@ -293,13 +279,13 @@ func TestRuntimeWithJobSetDefaultsApplies(t *testing.T) {
 	if err := yaml.Unmarshal([]byte(manifest), &obj.Object); err != nil {
 		t.Fatal(err)
 	}
-	if err := k8s.Create(context.Background(), &obj, client.DryRunAll); err != nil {
+	if err := cluster.Client.Create(context.Background(), &obj, client.DryRunAll); err != nil {
 		t.Errorf("the API server refused a runtime with groupName: default: %v", err)
 	}
 }
 
 func TestSchemaRefusesChangesItWouldIgnore(t *testing.T) {
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t)
 	// Managed by MultiKueue, so that no controller here writes to them.
 	plain := utiltesting.MakeTrainJob("plain", ns).ManagedBy(lifecycle.MultiKueue).Label("team", "a")
 	plain.Spec.Labels = map[string]string{"team": "a"}
@@ -320,24 +306,24 @@ func TestSchemaRefusesChangesItWouldIgnore(t *testing.T) {
 	queued.Spec.RuntimePatches = nodePatch("trainer", nil)
 	stopping := utiltesting.MakeTrainJob("stopping", ns).ManagedBy(lifecycle.MultiKueue).Suspend(true)
 	for _, tj := range []*trainer.TrainJob{plain.Obj(), withTrainer.Obj(), queued.Obj(), stopping.Obj()} {
-		create(t, tj)
+		cluster.Create(t, tj)
 	}
-	active, err := getTrainJob(ns, "stopping")
+	active, err := cluster.GetTrainJob(ns, "stopping")
 	if err != nil {
 		t.Fatal(err)
 	}
 	active.Status.JobsStatus = []trainer.JobStatus{{Name: "node", Replicas: 1, Active: 1}}
-	if err := k8s.Status().Update(context.Background(), active); err != nil {
+	if err := cluster.Client.Status().Update(context.Background(), active); err != nil {
 		t.Fatalf("recording that stopping's Jobs are active: %v", err)
 	}
 	// plain finished; suspending it must be refused.
-	done, err := getTrainJob(ns, "plain")
+	done, err := cluster.GetTrainJob(ns, "plain")
 	if err != nil {
 		t.Fatal(err)
 	}
 	done.Status.Conditions = []metav1.Condition{{Type: trainer.TrainJobComplete, Status: metav1.ConditionTrue,
 		Reason: trainer.TrainJobJobsCompletedReason, Message: "done", LastTransitionTime: metav1.Now()}}
-	if err := k8s.Status().Update(context.Background(), done); err != nil {
+	if err := cluster.Client.Status().Update(context.Background(), done); err != nil {
 		t.Fatalf("recording that plain finished: %v", err)
 	}
 
@@ -447,7 +433,7 @@ func TestSchemaRefusesChangesItWouldIgnore(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			tj, err := getTrainJob(ns, tc.name)
+			tj, err := cluster.GetTrainJob(ns, tc.name)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -455,7 +441,7 @@ func TestSchemaRefusesChangesItWouldIgnore(t *testing.T) {
 			// As kubectl does, the client names its field manager: an
 			// update from one that does not keeps the fields of ours it
 			// leaves out (TestFieldsOfOursSurviveKubeflowTypedUpdates).
-			err = k8s.Update(context.Background(), tj, client.DryRunAll, client.FieldOwner("kubectl-edit"))
+			err = cluster.Client.Update(context.Background(), tj, client.DryRunAll, client.FieldOwner("kubectl-edit"))
 			if len(tc.want) == 0 {
 				if err != nil {
 					t.Fatalf("refused, want accepted: %v", err)
@@ -493,10 +479,10 @@ func TestShippedConfigurationKeepsEverything(t *testing.T) {
 // this project adds: the webhook keeps them. A client that names its field
 // manager, as kubectl always does, removes them on purpose.
 func TestFieldsOfOursSurviveKubeflowTypedUpdates(t *testing.T) {
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t)
 	tj := utiltesting.MakeTrainJob("kept", ns).ManagedBy(lifecycle.MultiKueue).TTL(600).Obj()
 	tj.Spec.Labels = map[string]string{"team": "a"}
-	create(t, tj)
+	cluster.Create(t, tj)
 
 	// The update a Kubeflow-typed client sends: suspended, and without
 	// spec.ttlSecondsAfterFinished and spec.labels, which its types lack.
@@ -504,7 +490,7 @@ func TestFieldsOfOursSurviveKubeflowTypedUpdates(t *testing.T) {
 		t.Helper()
 		var u unstructured.Unstructured
 		u.SetGroupVersionKind(trainer.GroupVersion.WithKind(trainer.TrainJobKind))
-		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "kept"}, &u); err != nil {
+		if err := cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "kept"}, &u); err != nil {
 			t.Fatal(err)
 		}
 		unstructured.RemoveNestedField(u.Object, "spec", "ttlSecondsAfterFinished")
@@ -514,10 +500,10 @@ func TestFieldsOfOursSurviveKubeflowTypedUpdates(t *testing.T) {
 		}
 		return &u
 	}
-	if err := k8s.Update(context.Background(), kubeflowTyped()); err != nil {
+	if err := cluster.Client.Update(context.Background(), kubeflowTyped()); err != nil {
 		t.Fatalf("update without the fields, and without a field manager: %v", err)
 	}
-	got, err := getTrainJob(ns, "kept")
+	got, err := cluster.GetTrainJob(ns, "kept")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -530,10 +516,10 @@ func TestFieldsOfOursSurviveKubeflowTypedUpdates(t *testing.T) {
 	// labels are immutable, so only the TTL goes.)
 	u := kubeflowTyped()
 	unstructured.SetNestedStringMap(u.Object, map[string]string{"team": "a"}, "spec", "labels") //nolint:errcheck // a map of strings always sets
-	if err := k8s.Update(context.Background(), u, client.FieldOwner("kubectl-edit")); err != nil {
+	if err := cluster.Client.Update(context.Background(), u, client.FieldOwner("kubectl-edit")); err != nil {
 		t.Fatalf("update by kubectl-edit: %v", err)
 	}
-	if got, err = getTrainJob(ns, "kept"); err != nil {
+	if got, err = cluster.GetTrainJob(ns, "kept"); err != nil {
 		t.Fatal(err)
 	}
 	if got.Spec.TTLSecondsAfterFinished != nil {
@@ -545,7 +531,7 @@ func TestFieldsOfOursSurviveKubeflowTypedUpdates(t *testing.T) {
 // v2.3: at creation, and whenever its content changes; an update that
 // leaves it as it was keeps the time, even one that sends it back without.
 func TestRuntimePatchesRecordWhenWritten(t *testing.T) {
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t)
 	patch := func(pool string) []trainer.RuntimePatch {
 		return []trainer.RuntimePatch{{Manager: trainer.KueueManager, TrainingRuntimeSpec: &trainer.TrainingRuntimeSpecPatch{
 			Template: &trainer.JobSetTemplatePatch{Spec: &trainer.JobSetSpecPatch{ReplicatedJobs: []trainer.ReplicatedJobPatch{{
@@ -559,20 +545,20 @@ func TestRuntimePatchesRecordWhenWritten(t *testing.T) {
 	tj := utiltesting.MakeTrainJob("stamped", ns).ManagedBy(lifecycle.MultiKueue).Suspend(true).Obj()
 	tj.Spec.RuntimePatches = patch("a")
 	before := time.Now().Truncate(time.Second)
-	create(t, tj)
+	cluster.Create(t, tj)
 	update := func(change func(*trainer.TrainJob)) *metav1.Time {
 		t.Helper()
 		if change != nil {
-			got, err := getTrainJob(ns, "stamped")
+			got, err := cluster.GetTrainJob(ns, "stamped")
 			if err != nil {
 				t.Fatal(err)
 			}
 			change(got)
-			if err := k8s.Update(context.Background(), got); err != nil {
+			if err := cluster.Client.Update(context.Background(), got); err != nil {
 				t.Fatal(err)
 			}
 		}
-		got, err := getTrainJob(ns, "stamped")
+		got, err := cluster.GetTrainJob(ns, "stamped")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -601,8 +587,8 @@ func TestRuntimePatchesRecordWhenWritten(t *testing.T) {
 // toleration); the trainer's resourcesPerNode merges into the runtime's and
 // decides the processes per node.
 func TestKubeflowRuntimePatchesExample(t *testing.T) {
-	ns := newNamespace(t)
-	create(t, utiltesting.MakeRuntimeSpec().Torch().Runtime("torch-distributed", ns))
+	ns := cluster.NewNamespace(t)
+	cluster.Create(t, utiltesting.MakeRuntimeSpec().Torch().Runtime("torch-distributed", ns))
 	manifest := `apiVersion: trainer.kubeflow.org/v1alpha1
 kind: TrainJob
 metadata:
@@ -643,7 +629,7 @@ spec:
 	if err := os.WriteFile(f, []byte(manifest), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := kubectl(t, "apply", "--server-side", "-n", ns, "-f", f); err != nil {
+	if out, err := cluster.Kubectl("apply", "--server-side", "-n", ns, "-f", f); err != nil {
 		t.Fatalf("kubectl apply: %v\n%s", err, out)
 	}
 	job := waitJob(t, ns, "patched-example-node-0")
@@ -669,7 +655,7 @@ spec:
 // (0.5 comes back as 500m). spec.trainer is immutable: the rewrite, the same
 // values, must not be refused as a change.
 func TestWholeUpdateWithReformattedQuantities(t *testing.T) {
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t)
 	manifest := `apiVersion: trainer.kubeflow.org/v1alpha1
 kind: TrainJob
 metadata:
@@ -687,15 +673,15 @@ spec:
 	if err := os.WriteFile(f, []byte(manifest), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := kubectl(t, "apply", "--server-side", "-n", ns, "-f", f); err != nil {
+	if out, err := cluster.Kubectl("apply", "--server-side", "-n", ns, "-f", f); err != nil {
 		t.Fatalf("kubectl apply: %v\n%s", err, out)
 	}
-	tj, err := getTrainJob(ns, "quantities")
+	tj, err := cluster.GetTrainJob(ns, "quantities")
 	if err != nil {
 		t.Fatal(err)
 	}
 	tj.Spec.Suspend = ptr.To(false)
-	if err := k8s.Update(context.Background(), tj); err != nil {
+	if err := cluster.Client.Update(context.Background(), tj); err != nil {
 		t.Errorf("a whole update with the same resources, re-formatted by Go types, was refused: %v", err)
 	}
 }

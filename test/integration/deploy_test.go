@@ -40,7 +40,7 @@ import (
 // The manager's Deployment, as config/default builds it, passes the
 // restricted Pod Security Standard, enforced by the API server's admission.
 func TestManagerDeploymentPassesRestricted(t *testing.T) {
-	out, err := kubectl(t, "kustomize", filepath.Join(repoRoot, "config", "default"))
+	out, err := cluster.Kubectl("kustomize", filepath.Join(repoRoot, "config", "default"))
 	if err != nil {
 		t.Fatalf("kubectl kustomize config/default: %v\n%s", err, out)
 	}
@@ -65,12 +65,12 @@ func TestManagerDeploymentPassesRestricted(t *testing.T) {
 		"pod-security.kubernetes.io/enforce":         "restricted",
 		"pod-security.kubernetes.io/enforce-version": "latest",
 	}}}
-	if err := k8s.Create(context.Background(), ns); err != nil {
+	if err := cluster.Client.Create(context.Background(), ns); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = k8s.Delete(context.Background(), ns) })
+	t.Cleanup(func() { _ = cluster.Client.Delete(context.Background(), ns) })
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: deploy.Spec.Template.Spec.ServiceAccountName}}
-	if err := k8s.Create(context.Background(), sa); err != nil {
+	if err := cluster.Client.Create(context.Background(), sa); err != nil {
 		t.Fatal(err)
 	}
 
@@ -78,7 +78,7 @@ func TestManagerDeploymentPassesRestricted(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "manager", Labels: deploy.Spec.Template.Labels},
 		Spec:       *deploy.Spec.Template.Spec.DeepCopy(),
 	}
-	if err := k8s.Create(context.Background(), pod, client.DryRunAll); err != nil {
+	if err := cluster.Client.Create(context.Background(), pod, client.DryRunAll); err != nil {
 		t.Errorf("the manager's Pod is refused under the restricted standard: %v", err)
 	}
 
@@ -86,7 +86,7 @@ func TestManagerDeploymentPassesRestricted(t *testing.T) {
 	bare := pod.DeepCopy()
 	bare.Spec.SecurityContext = nil
 	bare.Spec.Containers[0].SecurityContext = nil
-	err = k8s.Create(context.Background(), bare, client.DryRunAll)
+	err = cluster.Client.Create(context.Background(), bare, client.DryRunAll)
 	if err == nil || !strings.Contains(err.Error(), "violates PodSecurity") {
 		t.Errorf("a Pod without hardening was not refused by Pod Security admission (err %v)", err)
 	}
@@ -106,7 +106,7 @@ func TestReleaseManifests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	source, err := kubectl(t, "kustomize", filepath.Join(repoRoot, "config", "default"))
+	source, err := cluster.Kubectl("kustomize", filepath.Join(repoRoot, "config", "default"))
 	if err != nil {
 		t.Fatalf("kubectl kustomize config/default: %v\n%s", err, source)
 	}
@@ -171,7 +171,7 @@ func TestReleaseManifests(t *testing.T) {
 
 	ensureNamespaces(t, "trainjob-system", "kubeflow-system")
 	for _, f := range []string{"install.yaml", "runtimes.yaml", "kubeflow-sdk.yaml"} {
-		if out, err := kubectl(t, "apply", "--server-side", "--dry-run=server", "-f", filepath.Join(dist, f)); err != nil {
+		if out, err := cluster.Kubectl("apply", "--server-side", "--dry-run=server", "-f", filepath.Join(dist, f)); err != nil {
 			t.Errorf("kubectl apply -f %s: %v\n%s", f, err, out)
 		}
 	}

@@ -23,7 +23,6 @@ import (
 	"testing"
 
 	batchv1 "k8s.io/api/batch/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -31,22 +30,9 @@ import (
 	utiltesting "github.com/trainjob-operator/trainjob-operator/internal/util/testing"
 )
 
-func create(t testing.TB, obj client.Object) {
-	t.Helper()
-	if err := k8s.Create(context.Background(), obj); err != nil {
-		t.Fatalf("creating %T %s: %v", obj, obj.GetName(), err)
-	}
-}
-
-func getTrainJob(ns, name string) (*trainer.TrainJob, error) {
-	var tj trainer.TrainJob
-	err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &tj)
-	return &tj, err
-}
-
 func getJob(ns, name string) (*batchv1.Job, error) {
 	var job batchv1.Job
-	err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &job)
+	err := cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &job)
 	return &job, err
 }
 
@@ -54,33 +40,11 @@ func getJob(ns, name string) (*batchv1.Job, error) {
 func waitJob(t *testing.T, ns, name string) *batchv1.Job {
 	t.Helper()
 	var job *batchv1.Job
-	eventually(t, "Job "+name+" to be created", func() (err error) {
+	cluster.Eventually(t, "Job "+name+" to be created", func() (err error) {
 		job, err = getJob(ns, name)
 		return err
 	})
 	return job
-}
-
-// waitCondition waits for a TrainJob condition to have status and reason, and
-// returns the TrainJob.
-func waitCondition(t *testing.T, ns, name, condType string, status metav1.ConditionStatus, reason string) *trainer.TrainJob {
-	t.Helper()
-	var tj *trainer.TrainJob
-	eventually(t, fmt.Sprintf("TrainJob %s to be %s=%s (%s)", name, condType, status, reason), func() (err error) {
-		if tj, err = getTrainJob(ns, name); err != nil {
-			return err
-		}
-		for _, c := range tj.Status.Conditions {
-			if c.Type == condType {
-				if c.Status == status && c.Reason == reason {
-					return nil
-				}
-				return fmt.Errorf("condition is %s (%s): %s", c.Status, c.Reason, c.Message)
-			}
-		}
-		return fmt.Errorf("no %s condition; conditions: %+v", condType, tj.Status.Conditions)
-	})
-	return tj
 }
 
 // waitRunning waits until the TrainJob's status.state is Running: its Jobs
@@ -89,8 +53,8 @@ func waitRunning(t *testing.T, ns, name string) *trainer.TrainJob {
 	t.Helper()
 	const state = trainer.TrainJobStateRunning
 	var tj *trainer.TrainJob
-	eventually(t, fmt.Sprintf("TrainJob %s to be %s", name, state), func() (err error) {
-		if tj, err = getTrainJob(ns, name); err != nil {
+	cluster.Eventually(t, fmt.Sprintf("TrainJob %s to be %s", name, state), func() (err error) {
+		if tj, err = cluster.GetTrainJob(ns, name); err != nil {
 			return err
 		}
 		if tj.Status.State != state {
@@ -111,7 +75,7 @@ func setJobStatus(t *testing.T, ns, name string, change func(*utiltesting.JobWra
 		}
 		w := utiltesting.WrapJob(job)
 		change(w)
-		return k8s.Status().Update(context.Background(), w.Obj())
+		return cluster.Client.Status().Update(context.Background(), w.Obj())
 	})
 	if err != nil {
 		t.Fatalf("updating status of Job %s: %v", name, err)
@@ -122,12 +86,12 @@ func setJobStatus(t *testing.T, ns, name string, change func(*utiltesting.JobWra
 func updateTrainJob(t *testing.T, ns, name string, change func(*trainer.TrainJob)) {
 	t.Helper()
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		tj, err := getTrainJob(ns, name)
+		tj, err := cluster.GetTrainJob(ns, name)
 		if err != nil {
 			return err
 		}
 		change(tj)
-		return k8s.Update(context.Background(), tj)
+		return cluster.Client.Update(context.Background(), tj)
 	})
 	if err != nil {
 		t.Fatalf("updating TrainJob %s: %v", name, err)
@@ -142,7 +106,7 @@ func hasTrackingFinalizer(job *batchv1.Job) bool {
 // finalizer (or is gone).
 func waitReleased(t *testing.T, ns, name string) {
 	t.Helper()
-	eventually(t, "Job "+name+" to lose the tracking finalizer", func() error {
+	cluster.Eventually(t, "Job "+name+" to lose the tracking finalizer", func() error {
 		job, err := getJob(ns, name)
 		if client.IgnoreNotFound(err) != nil {
 			return err

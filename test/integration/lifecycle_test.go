@@ -53,8 +53,8 @@ func finishTime(t *testing.T, tj *trainer.TrainJob) time.Time {
 func waitDeletedNotBefore(t *testing.T, ns, name string, notBefore time.Time) {
 	t.Helper()
 	var goneAt time.Time
-	eventually(t, "TrainJob "+name+" to be deleted", func() error {
-		_, err := getTrainJob(ns, name)
+	cluster.Eventually(t, "TrainJob "+name+" to be deleted", func() error {
+		_, err := cluster.GetTrainJob(ns, name)
 		if apierrors.IsNotFound(err) {
 			goneAt = time.Now()
 			return nil
@@ -75,8 +75,8 @@ func waitDeletedNotBefore(t *testing.T, ns, name string, notBefore time.Time) {
 // waitGone waits for an object to be deleted.
 func waitGone(t *testing.T, obj client.Object) {
 	t.Helper()
-	eventually(t, fmt.Sprintf("%T %s to be gone", obj, obj.GetName()), func() error {
-		err := k8s.Get(context.Background(), client.ObjectKeyFromObject(obj), obj)
+	cluster.Eventually(t, fmt.Sprintf("%T %s to be gone", obj, obj.GetName()), func() error {
+		err := cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(obj), obj)
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
@@ -88,12 +88,12 @@ func waitGone(t *testing.T, obj client.Object) {
 }
 
 func TestTTLDeletesTheTrainJobAndItsChildren(t *testing.T) {
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t)
 	torchRuntime(t, ns, utiltesting.MakeRuntimeSpec().Torch())
-	create(t, trainJobOn("tj", ns).NumNodes(2).TTL(2).Obj())
+	cluster.Create(t, trainJobOn("tj", ns).NumNodes(2).TTL(2).Obj())
 	waitJob(t, ns, "tj-node-0")
 	setJobStatus(t, ns, "tj-node-0", func(w *utiltesting.JobWrapper) { w.Succeeded(time.Now()) })
-	tj := waitCondition(t, ns, "tj", trainer.TrainJobComplete, metav1.ConditionTrue, trainer.TrainJobJobsCompletedReason)
+	tj := cluster.WaitCondition(t, ns, "tj", trainer.TrainJobComplete, metav1.ConditionTrue, trainer.TrainJobJobsCompletedReason)
 	// The headless Service goes as soon as the TrainJob finished.
 	waitGone(t, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tj"}})
 
@@ -106,19 +106,19 @@ func TestTTLDeletesTheTrainJobAndItsChildren(t *testing.T) {
 }
 
 func TestDeadlineFailsARunningTrainJob(t *testing.T) {
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t)
 	torchRuntime(t, ns, utiltesting.MakeRuntimeSpec().Torch())
-	create(t, trainJobOn("tj", ns).NumNodes(2).Deadline(3).Obj())
+	cluster.Create(t, trainJobOn("tj", ns).NumNodes(2).Deadline(3).Obj())
 	waitJob(t, ns, "tj-node-0")
 	setJobStatus(t, ns, "tj-node-0", func(w *utiltesting.JobWrapper) { w.Active(2) })
 
-	tj := waitCondition(t, ns, "tj", trainer.TrainJobFailed, metav1.ConditionTrue, trainer.TrainJobDeadlineExceededReason)
+	tj := cluster.WaitCondition(t, ns, "tj", trainer.TrainJobFailed, metav1.ConditionTrue, trainer.TrainJobDeadlineExceededReason)
 	due := tj.Status.StartTime.Add(3 * time.Second)
 	// KEP-2899: within 5 s of the deadline, and never before it.
 	if failedAt := finishTime(t, tj); failedAt.Before(due) || failedAt.After(due.Add(5*time.Second)) {
 		t.Errorf("failed at %s, want within 5s after the deadline %s", failedAt, due)
 	}
-	eventually(t, "the Pods to be terminated (child Job suspended)", func() error {
+	cluster.Eventually(t, "the Pods to be terminated (child Job suspended)", func() error {
 		job, err := getJob(ns, "tj-node-0")
 		if err == nil && !ptr.Deref(job.Spec.Suspend, false) {
 			err = fmt.Errorf("child Job still running")
@@ -130,18 +130,18 @@ func TestDeadlineFailsARunningTrainJob(t *testing.T) {
 // The manager is stopped while a TTL and a deadline are pending; a new one
 // acts on both at their time, neither early.
 func TestTimersSurviveARestart(t *testing.T) {
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t)
 	torchRuntime(t, ns, utiltesting.MakeRuntimeSpec().Torch())
-	create(t, trainJobOn("ttl", ns).TTL(6).Obj())
-	create(t, trainJobOn("deadline", ns).Deadline(6).Obj())
+	cluster.Create(t, trainJobOn("ttl", ns).TTL(6).Obj())
+	cluster.Create(t, trainJobOn("deadline", ns).Deadline(6).Obj())
 	waitJob(t, ns, "ttl-node-0")
 	waitJob(t, ns, "deadline-node-0")
 	setJobStatus(t, ns, "deadline-node-0", func(w *utiltesting.JobWrapper) { w.Active(1) })
 	setJobStatus(t, ns, "ttl-node-0", func(w *utiltesting.JobWrapper) { w.Succeeded(time.Now()) })
-	finished := waitCondition(t, ns, "ttl", trainer.TrainJobComplete, metav1.ConditionTrue, trainer.TrainJobJobsCompletedReason)
+	finished := cluster.WaitCondition(t, ns, "ttl", trainer.TrainJobComplete, metav1.ConditionTrue, trainer.TrainJobJobsCompletedReason)
 	var started time.Time
-	eventually(t, "the deadline TrainJob to start", func() error {
-		tj, err := getTrainJob(ns, "deadline")
+	cluster.Eventually(t, "the deadline TrainJob to start", func() error {
+		tj, err := cluster.GetTrainJob(ns, "deadline")
 		if err == nil && tj.Status.StartTime == nil {
 			err = fmt.Errorf("no startTime")
 		}
@@ -159,7 +159,7 @@ func TestTimersSurviveARestart(t *testing.T) {
 		t.Fatalf("starting a new manager: %v", err)
 	}
 
-	deadline := waitCondition(t, ns, "deadline", trainer.TrainJobFailed, metav1.ConditionTrue, trainer.TrainJobDeadlineExceededReason)
+	deadline := cluster.WaitCondition(t, ns, "deadline", trainer.TrainJobFailed, metav1.ConditionTrue, trainer.TrainJobDeadlineExceededReason)
 	if failedAt, due := finishTime(t, deadline), started.Add(6*time.Second); failedAt.Before(due) {
 		t.Errorf("deadline enforced at %s, before it was due at %s", failedAt, due)
 	}
@@ -169,20 +169,20 @@ func TestTimersSurviveARestart(t *testing.T) {
 // A user gives a finished TrainJob more time just before its TTL expires: it
 // is not deleted.
 func TestTTLExtendedJustBeforeExpiry(t *testing.T) {
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t)
 	torchRuntime(t, ns, utiltesting.MakeRuntimeSpec().Torch())
-	create(t, trainJobOn("tj", ns).TTL(5).Obj())
+	cluster.Create(t, trainJobOn("tj", ns).TTL(5).Obj())
 	waitJob(t, ns, "tj-node-0")
 	setJobStatus(t, ns, "tj-node-0", func(w *utiltesting.JobWrapper) { w.Succeeded(time.Now()) })
-	tj := waitCondition(t, ns, "tj", trainer.TrainJobComplete, metav1.ConditionTrue, trainer.TrainJobJobsCompletedReason)
+	tj := cluster.WaitCondition(t, ns, "tj", trainer.TrainJobComplete, metav1.ConditionTrue, trainer.TrainJobJobsCompletedReason)
 	expiry := finishTime(t, tj).Add(5 * time.Second)
 
 	// Far enough before the expiry that a loaded machine still lands the
 	// update first; the controller has the expiry queued all along.
 	time.Sleep(time.Until(expiry.Add(-2 * time.Second)))
 	updateTrainJob(t, ns, "tj", func(tj *trainer.TrainJob) { tj.Spec.TTLSecondsAfterFinished = ptr.To[int32](3600) })
-	neverFor(t, time.Until(expiry.Add(3*time.Second)), "the TrainJob whose TTL was extended is kept", func() error {
-		_, err := getTrainJob(ns, "tj")
+	cluster.Consistently(t, time.Until(expiry.Add(3*time.Second)), "the TrainJob whose TTL was extended is kept", func() error {
+		_, err := cluster.GetTrainJob(ns, "tj")
 		return err
 	})
 }
@@ -190,22 +190,22 @@ func TestTTLExtendedJustBeforeExpiry(t *testing.T) {
 // A finalizer someone else put on the TrainJob holds it: the TTL deletion
 // only marks it, and it goes once the finalizer is removed.
 func TestTTLHonoursFinalizers(t *testing.T) {
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t)
 	torchRuntime(t, ns, utiltesting.MakeRuntimeSpec().Torch())
 	tj := trainJobOn("tj", ns).TTL(0).Obj()
 	tj.Finalizers = []string{"example.com/archive-first"}
-	create(t, tj)
+	cluster.Create(t, tj)
 	waitJob(t, ns, "tj-node-0")
 	setJobStatus(t, ns, "tj-node-0", func(w *utiltesting.JobWrapper) { w.Succeeded(time.Now()) })
-	eventually(t, "the TrainJob to be marked for deletion", func() error {
-		cur, err := getTrainJob(ns, "tj")
+	cluster.Eventually(t, "the TrainJob to be marked for deletion", func() error {
+		cur, err := cluster.GetTrainJob(ns, "tj")
 		if err == nil && cur.DeletionTimestamp == nil {
 			err = fmt.Errorf("not marked")
 		}
 		return err
 	})
-	never(t, "the finalizer holds the TrainJob", func() error {
-		cur, err := getTrainJob(ns, "tj")
+	cluster.Consistently(t, consistently, "the finalizer holds the TrainJob", func() error {
+		cur, err := cluster.GetTrainJob(ns, "tj")
 		if err == nil && !strings.Contains(strings.Join(cur.Finalizers, ","), "example.com/archive-first") {
 			err = fmt.Errorf("finalizers changed: %v", cur.Finalizers)
 		}
@@ -231,14 +231,14 @@ func TestRetentionPolicies(t *testing.T) {
 			AfterSuspended: &metav1.Duration{Duration: 4 * time.Second},
 		}}
 	})
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t)
 	torchRuntime(t, ns, utiltesting.MakeRuntimeSpec().Torch())
-	create(t, trainJobOn("failed", ns).Obj())
-	create(t, trainJobOn("complete", ns).Obj())
-	create(t, trainJobOn("complete-own-ttl", ns).TTL(3).Obj())
-	create(t, trainJobOn("suspended", ns).Obj())
+	cluster.Create(t, trainJobOn("failed", ns).Obj())
+	cluster.Create(t, trainJobOn("complete", ns).Obj())
+	cluster.Create(t, trainJobOn("complete-own-ttl", ns).TTL(3).Obj())
+	cluster.Create(t, trainJobOn("suspended", ns).Obj())
 	// Created suspended, never started: waiting to be started, not retired.
-	create(t, trainJobOn("waiting", ns).Suspend(true).Obj())
+	cluster.Create(t, trainJobOn("waiting", ns).Suspend(true).Obj())
 	for _, name := range []string{"failed", "complete", "complete-own-ttl", "suspended", "waiting"} {
 		waitJob(t, ns, name+"-node-0")
 	}
@@ -251,9 +251,9 @@ func TestRetentionPolicies(t *testing.T) {
 	setJobStatus(t, ns, "complete-own-ttl-node-0", func(w *utiltesting.JobWrapper) { w.Succeeded(time.Now()) })
 
 	// See each one finish (or be suspended) before any of them may go.
-	failed := waitCondition(t, ns, "failed", trainer.TrainJobFailed, metav1.ConditionTrue, trainer.TrainJobJobFailedReason)
-	ownTTL := waitCondition(t, ns, "complete-own-ttl", trainer.TrainJobComplete, metav1.ConditionTrue, trainer.TrainJobJobsCompletedReason)
-	suspended := waitCondition(t, ns, "suspended", trainer.TrainJobSuspended, metav1.ConditionTrue, trainer.TrainJobSuspendedReason)
+	failed := cluster.WaitCondition(t, ns, "failed", trainer.TrainJobFailed, metav1.ConditionTrue, trainer.TrainJobJobFailedReason)
+	ownTTL := cluster.WaitCondition(t, ns, "complete-own-ttl", trainer.TrainJobComplete, metav1.ConditionTrue, trainer.TrainJobJobsCompletedReason)
+	suspended := cluster.WaitCondition(t, ns, "suspended", trainer.TrainJobSuspended, metav1.ConditionTrue, trainer.TrainJobSuspendedReason)
 
 	waitDeletedNotBefore(t, ns, "failed", finishTime(t, failed).Add(3*time.Second))
 	waitDeletedNotBefore(t, ns, "complete-own-ttl", finishTime(t, ownTTL).Add(3*time.Second))
@@ -261,7 +261,7 @@ func TestRetentionPolicies(t *testing.T) {
 	// afterFinished is an hour: the Complete one stays; the one waiting to
 	// start, Suspended as long, stays too.
 	for _, name := range []string{"complete", "waiting"} {
-		if tj, err := getTrainJob(ns, name); err != nil || tj.DeletionTimestamp != nil {
+		if tj, err := cluster.GetTrainJob(ns, name); err != nil || tj.DeletionTimestamp != nil {
 			t.Errorf("TrainJob %s deleted by a retention policy that does not apply to it (err %v)", name, err)
 		}
 	}
@@ -302,7 +302,7 @@ func TestBadConfigurationStopsTheManager(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			cmd := exec.CommandContext(ctx, bin, "--config", path, "--kubeconfig", kubeconfig)
+			cmd := exec.CommandContext(ctx, bin, "--config", path, "--kubeconfig", cluster.Kubeconfig)
 			out, err := cmd.CombinedOutput()
 			if ctx.Err() != nil {
 				t.Fatalf("the manager kept running on a bad configuration:\n%s", out)
@@ -319,14 +319,14 @@ func TestBadConfigurationStopsTheManager(t *testing.T) {
 
 // The webhook, served through the real API server: what kubectl shows.
 func TestWebhook(t *testing.T) {
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t)
 	torchRuntime(t, ns, utiltesting.MakeRuntimeSpec().Torch())
 	apply := func(manifest string) (string, error) {
 		path := filepath.Join(t.TempDir(), "tj.yaml")
 		if err := os.WriteFile(path, []byte(manifest), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		return kubectl(t, "apply", "-n", ns, "-f", path)
+		return cluster.Kubectl("apply", "-n", ns, "-f", path)
 	}
 	trainJob := func(name, spec string) string {
 		return "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata:\n  name: " + name +
@@ -350,8 +350,8 @@ func TestWebhook(t *testing.T) {
 	waitJob(t, ns, "short-ttl-node-0")
 	updateTrainJob(t, ns, "short-ttl", func(tj *trainer.TrainJob) { tj.Spec.TTLSecondsAfterFinished = ptr.To[int32](3600) })
 	setJobStatus(t, ns, "short-ttl-node-0", func(w *utiltesting.JobWrapper) { w.Succeeded(time.Now()) })
-	waitCondition(t, ns, "short-ttl", trainer.TrainJobComplete, metav1.ConditionTrue, trainer.TrainJobJobsCompletedReason)
-	out, err = kubectl(t, "patch", "trainjob", "short-ttl", "-n", ns, "--type=merge", "-p", `{"spec":{"suspend":true}}`)
+	cluster.WaitCondition(t, ns, "short-ttl", trainer.TrainJobComplete, metav1.ConditionTrue, trainer.TrainJobJobsCompletedReason)
+	out, err = cluster.Kubectl("patch", "trainjob", "short-ttl", "-n", ns, "--type=merge", "-p", `{"spec":{"suspend":true}}`)
 	if err == nil || !strings.Contains(out, "spec.suspend: Forbidden: the TrainJob finished (it is Complete or Failed); a finished TrainJob cannot be suspended") {
 		t.Errorf("suspending a finished TrainJob: want it refused; err %v, output:\n%s", err, out)
 	}
@@ -369,7 +369,7 @@ func TestWebhook(t *testing.T) {
 	// nothing is created.
 	refused := utiltesting.MakeRuntimeSpec().ReplicatedJob(utiltesting.MakeReplicatedJob("ps").Obj())
 	refused.Template.Spec.ReplicatedJobs[1].Template.Spec.BackoffLimit = ptr.To[int32](-1)
-	create(t, refused.Runtime("refused-jobs", ns))
+	cluster.Create(t, refused.Runtime("refused-jobs", ns))
 	out, err = apply(strings.Replace(trainJob("on-refused", ""), "name: torch", "name: refused-jobs", 1))
 	for _, want := range []string{
 		`runtime[TrainingRuntime/refused-jobs].spec.template.spec.replicatedJobs[1]: Invalid value: "ps": the API server refuses the Jobs of replicated Job "ps" of TrainingRuntime "refused-jobs"`,
@@ -385,25 +385,25 @@ func TestWebhook(t *testing.T) {
 
 	// When the API server cannot say (a quota refusing every Job), the
 	// TrainJob is accepted with a warning: the quota may change.
-	quotaNS := newNamespace(t)
+	quotaNS := cluster.NewNamespace(t)
 	torchRuntime(t, quotaNS, utiltesting.MakeRuntimeSpec().Torch())
 	noJobs := corev1.ResourceList{"count/jobs.batch": resource.MustParse("0")}
 	quota := &corev1.ResourceQuota{
 		ObjectMeta: metav1.ObjectMeta{Name: "no-jobs", Namespace: quotaNS},
 		Spec:       corev1.ResourceQuotaSpec{Hard: noJobs},
 	}
-	create(t, quota)
+	cluster.Create(t, quota)
 	// The suite runs no quota controller: its status, which admission
 	// enforces, is written here as that controller would.
 	quota.Status = corev1.ResourceQuotaStatus{Hard: noJobs, Used: noJobs}
-	if err := k8s.Status().Update(context.Background(), quota); err != nil {
+	if err := cluster.Client.Status().Update(context.Background(), quota); err != nil {
 		t.Fatalf("writing the quota's status: %v", err)
 	}
 	path := filepath.Join(t.TempDir(), "quota.yaml")
 	if err := os.WriteFile(path, []byte(trainJob("over-quota", "")), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out, err = kubectl(t, "apply", "-n", quotaNS, "-f", path)
+	out, err = cluster.Kubectl("apply", "-n", quotaNS, "-f", path)
 	if err != nil || !strings.Contains(out, `Warning: could not check that the API server accepts Job over-quota-node-0 of replicated Job "node" (dry run): jobs.batch "over-quota-node-0" is forbidden`) {
 		t.Errorf("TrainJob in a namespace whose quota refuses Jobs: want it accepted with a warning; err %v, output:\n%s", err, out)
 	}
@@ -412,13 +412,13 @@ func TestWebhook(t *testing.T) {
 // KEP-2899's "both fields set": the deadline fails the TrainJob, and the TTL
 // then counts from that failure.
 func TestDeadlineThenTTL(t *testing.T) {
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t)
 	torchRuntime(t, ns, utiltesting.MakeRuntimeSpec().Torch())
-	create(t, trainJobOn("tj", ns).Deadline(2).TTL(3).Obj())
+	cluster.Create(t, trainJobOn("tj", ns).Deadline(2).TTL(3).Obj())
 	waitJob(t, ns, "tj-node-0")
 	setJobStatus(t, ns, "tj-node-0", func(w *utiltesting.JobWrapper) { w.Active(1) })
 
-	tj := waitCondition(t, ns, "tj", trainer.TrainJobFailed, metav1.ConditionTrue, trainer.TrainJobDeadlineExceededReason)
+	tj := cluster.WaitCondition(t, ns, "tj", trainer.TrainJobFailed, metav1.ConditionTrue, trainer.TrainJobDeadlineExceededReason)
 	if failedAt, due := finishTime(t, tj), tj.Status.StartTime.Add(2*time.Second); failedAt.Before(due) {
 		t.Errorf("failed at %s, before the deadline %s", failedAt, due)
 	}

@@ -46,7 +46,7 @@ func createRuntime(t *testing.T, ns, manifest string) (string, error) {
 	if u.GetKind() == trainer.TrainingRuntimeKind {
 		u.SetNamespace(ns)
 	}
-	t.Cleanup(func() { _ = k8s.Delete(context.Background(), &u) })
+	t.Cleanup(func() { _ = cluster.Client.Delete(context.Background(), &u) })
 	data, err := yaml.Marshal(u.Object)
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +55,7 @@ func createRuntime(t *testing.T, ns, manifest string) (string, error) {
 	if err := os.WriteFile(file, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return kubectl(t, "create", "-f", file)
+	return cluster.Kubectl("create", "-f", file)
 }
 
 // runtimeManifest is a runtime of kind and name whose spec is spec, a YAML
@@ -89,7 +89,7 @@ func torchSpec(replicas, container string) string {
 // message naming the field, and is not stored: before the runtime webhook,
 // it was stored, and every TrainJob on it refused.
 func TestRuntimeWebhookRefusesBrokenRuntimes(t *testing.T) {
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t)
 	cases := map[string]struct {
 		manifest string
 		want     []string
@@ -126,7 +126,7 @@ func TestRuntimeWebhookRefusesBrokenRuntimes(t *testing.T) {
 			if u.GetKind() == trainer.TrainingRuntimeKind {
 				u.SetNamespace(ns)
 			}
-			if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(&u), &u); !apierrors.IsNotFound(err) {
+			if err := cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(&u), &u); !apierrors.IsNotFound(err) {
 				t.Errorf("the refused runtime is stored (get: %v)", err)
 			}
 		})
@@ -143,7 +143,7 @@ func TestRuntimeWebhookUpdates(t *testing.T) {
 	get := func(t *testing.T, name string) *trainer.ClusterTrainingRuntime {
 		t.Helper()
 		var rt trainer.ClusterTrainingRuntime
-		if err := k8s.Get(ctx, client.ObjectKey{Name: name}, &rt); err != nil {
+		if err := cluster.Client.Get(ctx, client.ObjectKey{Name: name}, &rt); err != nil {
 			t.Fatal(err)
 		}
 		return &rt
@@ -153,7 +153,7 @@ func TestRuntimeWebhookUpdates(t *testing.T) {
 		rt := get(t, name)
 		patch := client.MergeFrom(rt.DeepCopy())
 		rt.Labels[key] = value
-		return k8s.Patch(ctx, rt, patch)
+		return cluster.Client.Patch(ctx, rt, patch)
 	}
 
 	if out, err := createRuntime(t, "", runtimeManifest(trainer.ClusterTrainingRuntimeKind, "it-update", "", torchSpec("1", "node"))); err != nil {
@@ -161,7 +161,7 @@ func TestRuntimeWebhookUpdates(t *testing.T) {
 	}
 	rt := get(t, "it-update")
 	rt.Spec.Template.Spec.ReplicatedJobs[0].Replicas = 2
-	if err := k8s.Update(ctx, rt); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.template.spec.replicatedJobs[0].replicas") {
+	if err := cluster.Client.Update(ctx, rt); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.template.spec.replicatedJobs[0].replicas") {
 		t.Errorf("update to two trainer Jobs: error %v, want Invalid naming spec.template.spec.replicatedJobs[0].replicas", err)
 	}
 
@@ -177,12 +177,12 @@ func TestRuntimeWebhookUpdates(t *testing.T) {
 	}
 	rt = get(t, "it-stored-broken")
 	rt.Labels["team"] = "a"
-	if err := k8s.Update(ctx, rt); err != nil {
+	if err := cluster.Client.Update(ctx, rt); err != nil {
 		t.Errorf("a whole update of a runtime stored broken that changes only its labels: %v", err)
 	}
 	rt = get(t, "it-stored-broken")
 	rt.Spec.Template.Spec.ReplicatedJobs[0].Replicas = 3
-	if err := k8s.Update(ctx, rt); !apierrors.IsInvalid(err) {
+	if err := cluster.Client.Update(ctx, rt); !apierrors.IsInvalid(err) {
 		t.Errorf("a change of its spec: error %v, want Invalid", err)
 	}
 
@@ -190,22 +190,22 @@ func TestRuntimeWebhookUpdates(t *testing.T) {
 	stopSuiteManager(t)
 	rt = get(t, "it-stored-broken")
 	rt.Spec.Template.Spec.ReplicatedJobs[0].Replicas = 1
-	if err := k8s.Update(ctx, rt); err == nil || !strings.Contains(err.Error(), "failed calling webhook") {
+	if err := cluster.Client.Update(ctx, rt); err == nil || !strings.Contains(err.Error(), "failed calling webhook") {
 		t.Errorf("a change of spec with the manager down: error %v, want the webhook not answering", err)
 	}
 	if err := relabel(t, "it-stored-broken", "team", "b"); err != nil {
 		t.Errorf("relabelling with the manager down: %v", err)
 	}
-	if err := k8s.Delete(ctx, get(t, "it-stored-broken")); err != nil {
+	if err := cluster.Client.Delete(ctx, get(t, "it-stored-broken")); err != nil {
 		t.Fatal(err)
 	}
 	rt = get(t, "it-stored-broken")
 	rt.Finalizers = nil
-	if err := k8s.Update(ctx, rt); err != nil {
+	if err := cluster.Client.Update(ctx, rt); err != nil {
 		t.Fatalf("removing the finalizer of a runtime being deleted, with the manager down: %v", err)
 	}
-	eventually(t, "the runtime is gone", func() error {
-		err := k8s.Get(ctx, client.ObjectKey{Name: "it-stored-broken"}, &trainer.ClusterTrainingRuntime{})
+	cluster.Eventually(t, "the runtime is gone", func() error {
+		err := cluster.Client.Get(ctx, client.ObjectKey{Name: "it-stored-broken"}, &trainer.ClusterTrainingRuntime{})
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
@@ -233,7 +233,7 @@ func TestRuntimeWebhookWarnsOfDeprecatedRuntime(t *testing.T) {
 // under names of their own, without the label that would keep them from
 // the webhook (Kubeflow's data-cache runtime carries it).
 func TestRuntimeWebhookAcceptsKubeflowRuntimes(t *testing.T) {
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t)
 	var files []string
 	for _, dir := range []string{
 		filepath.Join(moduleDir(t, kubeflowTrainerModule), "manifests", "base", "runtimes"),

@@ -67,7 +67,7 @@ func policyOf(p *trainer.MLPolicy) string {
 // replicated Job labelled trainer.kubeflow.org/trainjob-ancestor-step,
 // whose image the SDK shows as the runtime's.
 func TestRuntimesAreReadableByTheKubeflowSDK(t *testing.T) {
-	out, err := kubectl(t, "kustomize", filepath.Join(repoRoot, "config", "runtimes"))
+	out, err := cluster.Kubectl("kustomize", filepath.Join(repoRoot, "config", "runtimes"))
 	if err != nil {
 		t.Fatalf("kubectl kustomize config/runtimes: %v\n%s", err, out)
 	}

@@ -35,8 +35,6 @@ import (
 	"time"
 
 	"go.uber.org/zap/zapcore"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -47,7 +45,7 @@ import (
 	configv1alpha1 "github.com/trainjob-operator/trainjob-operator/api/config/v1alpha1"
 	"github.com/trainjob-operator/trainjob-operator/internal/manager"
 	"github.com/trainjob-operator/trainjob-operator/internal/scheme"
-	utiltesting "github.com/trainjob-operator/trainjob-operator/internal/util/testing"
+	"github.com/trainjob-operator/trainjob-operator/test/framework"
 )
 
 // Timeouts of the suite, in one place.
@@ -61,13 +59,12 @@ const (
 )
 
 var (
-	// k8s is a client of the API server, not of the manager's cache.
-	k8s        client.Client
-	restConfig *rest.Config
-	kubeconfig string
-	repoRoot   string
-	binDir     string
-	webhooks   *envtest.WebhookInstallOptions
+	// cluster is the test API server; its client is not the manager's
+	// cache.
+	cluster  *framework.Cluster
+	repoRoot string
+	binDir   string
+	webhooks *envtest.WebhookInstallOptions
 
 	// running is the manager under test.
 	running *runningManager
@@ -97,7 +94,7 @@ func run(m *testing.M) int {
 			Paths: []string{filepath.Join(repoRoot, "config", "webhook")},
 		},
 	}
-	restConfig, err = env.Start()
+	restConfig, err := env.Start()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "starting envtest with binaries from %s (run 'make tools'): %v\n", binDir, err)
 		// Start may fail after the control plane is up (installing CRDs).
@@ -111,17 +108,11 @@ func run(m *testing.M) int {
 	}()
 	webhooks = &env.WebhookInstallOptions
 
-	k8s, err = client.New(restConfig, client.Options{Scheme: scheme.Scheme})
-	if err != nil {
+	if cluster, err = newCluster(env, restConfig); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	kubeconfig, err = writeKubeconfig(env)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer func() { _ = os.RemoveAll(filepath.Dir(kubeconfig)) }()
+	defer func() { _ = os.RemoveAll(filepath.Dir(cluster.Kubeconfig)) }()
 
 	stopGC, err := startGarbageCollector()
 	if err != nil {
@@ -167,7 +158,7 @@ func startManager(configure func(*configv1alpha1.Configuration)) (*runningManage
 	if configure != nil {
 		configure(cfg)
 	}
-	mgrConfig := rest.CopyConfig(restConfig)
+	mgrConfig := rest.CopyConfig(cluster.Config)
 	mgrConfig.Wrap(dryRuns.count)
 	mgr, err := manager.New(mgrConfig, cfg, manager.Options{SkipNameValidation: true})
 	if err != nil {
@@ -299,7 +290,7 @@ func startManagerAt(t *testing.T, cfg *rest.Config) {
 // part of what the product relies on.
 func startGarbageCollector() (func(), error) {
 	cmd := exec.Command(filepath.Join(binDir, "kube-controller-manager"),
-		"--kubeconfig", kubeconfig,
+		"--kubeconfig", cluster.Kubeconfig,
 		"--controllers", "garbage-collector-controller",
 		"--leader-elect=false",
 		"--secure-port=0",
@@ -321,17 +312,32 @@ func startGarbageCollector() (func(), error) {
 	}, nil
 }
 
-// otherAPIServer is an API server (and etcd) a test runs beside the suite's,
-// with CRDs of its own.
-type otherAPIServer struct {
-	cfg        *rest.Config
-	client     client.Client
-	kubeconfig string
+// newCluster is the Cluster of an API server envtest started with cfg:
+// a client, a kubeconfig for kubectl and kube-controller-manager, the
+// suite's waits.
+func newCluster(env *envtest.Environment, cfg *rest.Config) (*framework.Cluster, error) {
+	cl, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme.Scheme})
+	if err != nil {
+		return nil, err
+	}
+	kubeconfig, err := writeKubeconfig(env)
+	if err != nil {
+		return nil, err
+	}
+	return &framework.Cluster{
+		Config:          cfg,
+		Client:          cl,
+		Kubeconfig:      kubeconfig,
+		KubectlBinary:   filepath.Join(repoRoot, "bin", "kubectl"),
+		NamespacePrefix: "it-",
+		Timeout:         timeout,
+		Interval:        interval,
+	}, nil
 }
 
-// startOtherAPIServer starts an API server with the CRDs of crdPaths until
-// the test ends.
-func startOtherAPIServer(t *testing.T, crdPaths ...string) *otherAPIServer {
+// startOtherAPIServer starts an API server (and etcd) beside the suite's,
+// with the CRDs of crdPaths, until the test ends.
+func startOtherAPIServer(t *testing.T, crdPaths ...string) *framework.Cluster {
 	t.Helper()
 	env := &envtest.Environment{CRDDirectoryPaths: crdPaths, ErrorIfCRDPathMissing: true, BinaryAssetsDirectory: binDir}
 	cfg, err := env.Start()
@@ -340,26 +346,12 @@ func startOtherAPIServer(t *testing.T, crdPaths ...string) *otherAPIServer {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = env.Stop() })
-	s := &otherAPIServer{cfg: cfg}
-	if s.client, err = client.New(cfg, client.Options{Scheme: scheme.Scheme}); err != nil {
-		t.Fatal(err)
-	}
-	if s.kubeconfig, err = writeKubeconfig(env); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(filepath.Dir(s.kubeconfig)) })
-	return s
-}
-
-// kubectl runs kubectl on the API server and returns its output; an error
-// fails the test.
-func (s *otherAPIServer) kubectl(t *testing.T, args ...string) string {
-	t.Helper()
-	out, err := kubectlAt(s.kubeconfig, args...)
+	c, err := newCluster(env, cfg)
 	if err != nil {
-		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+		t.Fatal(err)
 	}
-	return out
+	t.Cleanup(func() { _ = os.RemoveAll(filepath.Dir(c.Kubeconfig)) })
+	return c
 }
 
 // writeKubeconfig writes a kubeconfig of the test API server for kubectl and
@@ -379,34 +371,4 @@ func writeKubeconfig(env *envtest.Environment) (string, error) {
 	}
 	path := filepath.Join(dir, "kubeconfig")
 	return path, os.WriteFile(path, data, 0o600)
-}
-
-// newNamespace creates a namespace for one test and deletes it afterwards.
-func newNamespace(t testing.TB) string {
-	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "it-"}}
-	if err := k8s.Create(context.Background(), ns); err != nil {
-		t.Fatalf("creating namespace: %v", err)
-	}
-	t.Cleanup(func() { _ = k8s.Delete(context.Background(), ns) })
-	return ns.Name
-}
-
-// eventually polls check until it returns nil, and fails the test with the
-// last error after timeout.
-func eventually(t *testing.T, what string, check func() error) {
-	t.Helper()
-	utiltesting.Eventually(t, timeout, interval, what, check)
-}
-
-// never checks for consistently that check keeps returning nil.
-func never(t *testing.T, what string, check func() error) {
-	t.Helper()
-	utiltesting.Consistently(t, consistently, interval, what, check)
-}
-
-// neverFor checks for d that check keeps returning nil.
-func neverFor(t *testing.T, d time.Duration, what string, check func() error) {
-	t.Helper()
-	utiltesting.Consistently(t, d, interval, what, check)
 }

@@ -38,7 +38,7 @@ import (
 // step "node" and returns a TrainJob wrapper that references it.
 func torchRuntime(t testing.TB, ns string, spec *utiltesting.RuntimeSpecWrapper) {
 	t.Helper()
-	create(t, spec.Runtime("torch", ns))
+	cluster.Create(t, spec.Runtime("torch", ns))
 }
 
 func trainJobOn(name, ns string) *utiltesting.TrainJobWrapper {
@@ -46,9 +46,9 @@ func trainJobOn(name, ns string) *utiltesting.TrainJobWrapper {
 }
 
 func TestRunsToCompletion(t *testing.T) {
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t)
 	torchRuntime(t, ns, utiltesting.MakeRuntimeSpec().Torch())
-	create(t, trainJobOn("mnist", ns).NumNodes(2).Command("torchrun", "train.py").Env("LR", "0.1").Obj())
+	cluster.Create(t, trainJobOn("mnist", ns).NumNodes(2).Command("torchrun", "train.py").Env("LR", "0.1").Obj())
 
 	job := waitJob(t, ns, "mnist-node-0")
 	if got := ptr.Deref(job.Spec.Completions, 0); got != 2 {
@@ -75,22 +75,22 @@ func TestRunsToCompletion(t *testing.T) {
 		t.Errorf("trainer env (-want +got):\n%s", diff)
 	}
 	var svc corev1.Service
-	eventually(t, "the headless Service", func() error {
-		return k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "mnist"}, &svc)
+	cluster.Eventually(t, "the headless Service", func() error {
+		return cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "mnist"}, &svc)
 	})
 	if svc.Spec.ClusterIP != corev1.ClusterIPNone || svc.Spec.Selector[trainer.TrainJobNameLabel] != "mnist" {
 		t.Errorf("Service is not headless for the TrainJob's Pods: %+v", svc.Spec)
 	}
 	tj := waitRunning(t, ns, "mnist")
-	eventually(t, "startTime", func() error {
-		if tj, _ = getTrainJob(ns, "mnist"); tj.Status.StartTime == nil {
+	cluster.Eventually(t, "startTime", func() error {
+		if tj, _ = cluster.GetTrainJob(ns, "mnist"); tj.Status.StartTime == nil {
 			return fmt.Errorf("no startTime")
 		}
 		return nil
 	})
 
 	setJobStatus(t, ns, "mnist-node-0", func(w *utiltesting.JobWrapper) { w.Succeeded(time.Now()) })
-	tj = waitCondition(t, ns, "mnist", trainer.TrainJobComplete, metav1.ConditionTrue, trainer.TrainJobJobsCompletedReason)
+	tj = cluster.WaitCondition(t, ns, "mnist", trainer.TrainJobComplete, metav1.ConditionTrue, trainer.TrainJobJobsCompletedReason)
 	if tj.Status.CompletionTime == nil {
 		t.Error("Complete TrainJob has no completionTime")
 	}
@@ -102,7 +102,7 @@ func TestRunsToCompletion(t *testing.T) {
 
 func mustTrainJob(t *testing.T, ns, name string) *trainer.TrainJob {
 	t.Helper()
-	tj, err := getTrainJob(ns, name)
+	tj, err := cluster.GetTrainJob(ns, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,22 +110,22 @@ func mustTrainJob(t *testing.T, ns, name string) *trainer.TrainJob {
 }
 
 func TestFailsWhenAJobFails(t *testing.T) {
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t)
 	torchRuntime(t, ns, utiltesting.MakeRuntimeSpec().ReplicatedJobs(
 		utiltesting.MakeReplicatedJob("node").Trainer().Obj(),
 		utiltesting.MakeReplicatedJob("ps").Obj(),
 	))
-	create(t, trainJobOn("tj", ns).Obj())
+	cluster.Create(t, trainJobOn("tj", ns).Obj())
 	waitJob(t, ns, "tj-node-0")
 	waitJob(t, ns, "tj-ps-0")
 	setJobStatus(t, ns, "tj-node-0", func(w *utiltesting.JobWrapper) { w.Active(1) })
 
 	setJobStatus(t, ns, "tj-ps-0", func(w *utiltesting.JobWrapper) { w.Failed("BackoffLimitExceeded", time.Now()) })
-	tj := waitCondition(t, ns, "tj", trainer.TrainJobFailed, metav1.ConditionTrue, trainer.TrainJobJobFailedReason)
+	tj := cluster.WaitCondition(t, ns, "tj", trainer.TrainJobFailed, metav1.ConditionTrue, trainer.TrainJobJobFailedReason)
 	if c := tj.Status.Conditions[0]; c.Type != trainer.TrainJobFailed {
 		t.Errorf("first condition is %s, want Failed (it is the State column)", c.Type)
 	}
-	eventually(t, "the running Job to be stopped", func() error {
+	cluster.Eventually(t, "the running Job to be stopped", func() error {
 		job, err := getJob(ns, "tj-node-0")
 		if err != nil {
 			return err
@@ -140,15 +140,15 @@ func TestFailsWhenAJobFails(t *testing.T) {
 }
 
 func TestCreatedSuspended(t *testing.T) {
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t)
 	torchRuntime(t, ns, utiltesting.MakeRuntimeSpec().Torch())
-	create(t, trainJobOn("tj", ns).NumNodes(2).Suspend(true).Obj())
+	cluster.Create(t, trainJobOn("tj", ns).NumNodes(2).Suspend(true).Obj())
 
 	job := waitJob(t, ns, "tj-node-0")
 	if !ptr.Deref(job.Spec.Suspend, false) {
 		t.Fatal("child Job of a suspended TrainJob was created unsuspended")
 	}
-	never(t, "child Job stays suspended and the TrainJob has no startTime", func() error {
+	cluster.Consistently(t, consistently, "child Job stays suspended and the TrainJob has no startTime", func() error {
 		job, err := getJob(ns, "tj-node-0")
 		if err != nil {
 			return err
@@ -156,7 +156,7 @@ func TestCreatedSuspended(t *testing.T) {
 		if !ptr.Deref(job.Spec.Suspend, false) {
 			return fmt.Errorf("child Job was unsuspended")
 		}
-		if tj, err := getTrainJob(ns, "tj"); err != nil || tj.Status.StartTime != nil {
+		if tj, err := cluster.GetTrainJob(ns, "tj"); err != nil || tj.Status.StartTime != nil {
 			return fmt.Errorf("startTime %v set (err %w)", tj.Status.StartTime, err)
 		}
 		return nil
@@ -164,14 +164,14 @@ func TestCreatedSuspended(t *testing.T) {
 
 	// The Job controller reports the Job suspended with no Pod.
 	setJobStatus(t, ns, "tj-node-0", func(w *utiltesting.JobWrapper) { w.SuspendedByController(time.Now()) })
-	waitCondition(t, ns, "tj", trainer.TrainJobSuspended, metav1.ConditionTrue, trainer.TrainJobSuspendedReason)
+	cluster.WaitCondition(t, ns, "tj", trainer.TrainJobSuspended, metav1.ConditionTrue, trainer.TrainJobSuspendedReason)
 
 	updateTrainJob(t, ns, "tj", func(tj *trainer.TrainJob) { tj.Spec.Suspend = ptr.To(false) })
-	tj := waitCondition(t, ns, "tj", trainer.TrainJobSuspended, metav1.ConditionFalse, trainer.TrainJobResumedReason)
+	tj := cluster.WaitCondition(t, ns, "tj", trainer.TrainJobSuspended, metav1.ConditionFalse, trainer.TrainJobResumedReason)
 	if tj.Status.StartTime == nil {
 		t.Error("resumed TrainJob has no startTime")
 	}
-	eventually(t, "the child Job to be resumed", func() error {
+	cluster.Eventually(t, "the child Job to be resumed", func() error {
 		job, err := getJob(ns, "tj-node-0")
 		if err == nil && ptr.Deref(job.Spec.Suspend, false) {
 			err = fmt.Errorf("still suspended")
@@ -181,14 +181,14 @@ func TestCreatedSuspended(t *testing.T) {
 }
 
 func TestSuspendAndResumeMidRun(t *testing.T) {
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t)
 	torchRuntime(t, ns, utiltesting.MakeRuntimeSpec().Torch())
-	create(t, trainJobOn("tj", ns).NumNodes(2).Obj())
+	cluster.Create(t, trainJobOn("tj", ns).NumNodes(2).Obj())
 	waitJob(t, ns, "tj-node-0")
 	setJobStatus(t, ns, "tj-node-0", func(w *utiltesting.JobWrapper) { w.Active(2) })
 	var started metav1.Time
-	eventually(t, "startTime", func() error {
-		tj, err := getTrainJob(ns, "tj")
+	cluster.Eventually(t, "startTime", func() error {
+		tj, err := cluster.GetTrainJob(ns, "tj")
 		if err == nil && tj.Status.StartTime == nil {
 			err = fmt.Errorf("no startTime")
 		}
@@ -199,28 +199,28 @@ func TestSuspendAndResumeMidRun(t *testing.T) {
 	})
 
 	updateTrainJob(t, ns, "tj", func(tj *trainer.TrainJob) { tj.Spec.Suspend = ptr.To(true) })
-	eventually(t, "the child Job to be suspended", func() error {
+	cluster.Eventually(t, "the child Job to be suspended", func() error {
 		job, err := getJob(ns, "tj-node-0")
 		if err == nil && !ptr.Deref(job.Spec.Suspend, false) {
 			err = fmt.Errorf("not suspended")
 		}
 		return err
 	})
-	never(t, "Suspended stays unset while Pods are active", func() error {
-		tj, err := getTrainJob(ns, "tj")
+	cluster.Consistently(t, consistently, "Suspended stays unset while Pods are active", func() error {
+		tj, err := cluster.GetTrainJob(ns, "tj")
 		if err == nil && conditionStatus(tj, trainer.TrainJobSuspended) == metav1.ConditionTrue {
 			err = fmt.Errorf("Suspended=True while the child Job still has active Pods")
 		}
 		return err
 	})
 	setJobStatus(t, ns, "tj-node-0", func(w *utiltesting.JobWrapper) { w.SuspendedByController(time.Now()) })
-	waitCondition(t, ns, "tj", trainer.TrainJobSuspended, metav1.ConditionTrue, trainer.TrainJobSuspendedReason)
+	cluster.WaitCondition(t, ns, "tj", trainer.TrainJobSuspended, metav1.ConditionTrue, trainer.TrainJobSuspendedReason)
 
 	// startTime has a resolution of one second: resume in a later second so
 	// the reset shows.
 	time.Sleep(time.Until(started.Add(1100 * time.Millisecond)))
 	updateTrainJob(t, ns, "tj", func(tj *trainer.TrainJob) { tj.Spec.Suspend = ptr.To(false) })
-	tj := waitCondition(t, ns, "tj", trainer.TrainJobSuspended, metav1.ConditionFalse, trainer.TrainJobResumedReason)
+	tj := cluster.WaitCondition(t, ns, "tj", trainer.TrainJobSuspended, metav1.ConditionFalse, trainer.TrainJobResumedReason)
 	if tj.Status.StartTime == nil || !tj.Status.StartTime.After(started.Time) {
 		t.Errorf("startTime after resume = %v, want later than %v", tj.Status.StartTime, started)
 	}
@@ -240,9 +240,9 @@ func conditionStatus(tj *trainer.TrainJob, condType string) metav1.ConditionStat
 var background = client.PropagationPolicy(metav1.DeletePropagationBackground)
 
 func TestChildDeletedAfterFinishing(t *testing.T) {
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t)
 	torchRuntime(t, ns, utiltesting.MakeRuntimeSpec().ReplicatedJobs(utiltesting.MakeReplicatedJob("worker").Replicas(2).Obj()))
-	create(t, trainJobOn("tj", ns).Obj())
+	cluster.Create(t, trainJobOn("tj", ns).Obj())
 	waitJob(t, ns, "tj-worker-0")
 	waitJob(t, ns, "tj-worker-1")
 
@@ -250,14 +250,14 @@ func TestChildDeletedAfterFinishing(t *testing.T) {
 	waitReleased(t, ns, "tj-worker-0")
 	// A user (or a Job-level TTL) deletes the finished Job early.
 	job, _ := getJob(ns, "tj-worker-0")
-	if err := k8s.Delete(context.Background(), job, background); client.IgnoreNotFound(err) != nil {
+	if err := cluster.Client.Delete(context.Background(), job, background); client.IgnoreNotFound(err) != nil {
 		t.Fatal(err)
 	}
-	never(t, "the deleted finished Job is not re-created and its success is kept", func() error {
+	cluster.Consistently(t, consistently, "the deleted finished Job is not re-created and its success is kept", func() error {
 		if _, err := getJob(ns, "tj-worker-0"); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("tj-worker-0 exists again (err %w)", err)
 		}
-		tj, err := getTrainJob(ns, "tj")
+		tj, err := cluster.GetTrainJob(ns, "tj")
 		if err != nil {
 			return err
 		}
@@ -271,29 +271,29 @@ func TestChildDeletedAfterFinishing(t *testing.T) {
 	})
 
 	setJobStatus(t, ns, "tj-worker-1", func(w *utiltesting.JobWrapper) { w.Succeeded(time.Now()) })
-	waitCondition(t, ns, "tj", trainer.TrainJobComplete, metav1.ConditionTrue, trainer.TrainJobJobsCompletedReason)
+	cluster.WaitCondition(t, ns, "tj", trainer.TrainJobComplete, metav1.ConditionTrue, trainer.TrainJobJobsCompletedReason)
 }
 
 func TestChildDeletedWhileRunning(t *testing.T) {
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t)
 	torchRuntime(t, ns, utiltesting.MakeRuntimeSpec().Torch())
-	create(t, trainJobOn("tj", ns).Obj())
+	cluster.Create(t, trainJobOn("tj", ns).Obj())
 	job := waitJob(t, ns, "tj-node-0")
 	waitRunning(t, ns, "tj")
-	if err := k8s.Delete(context.Background(), job, background); err != nil {
+	if err := cluster.Client.Delete(context.Background(), job, background); err != nil {
 		t.Fatal(err)
 	}
-	tj := waitCondition(t, ns, "tj", trainer.TrainJobFailed, metav1.ConditionTrue, trainer.TrainJobJobDeletedReason)
+	tj := cluster.WaitCondition(t, ns, "tj", trainer.TrainJobFailed, metav1.ConditionTrue, trainer.TrainJobJobDeletedReason)
 	if js := tj.Status.JobsStatus; len(js) != 1 || js[0].Failed != 1 {
 		t.Errorf("jobsStatus = %+v, want one failed Job", js)
 	}
-	eventually(t, "the deleted Job to go", func() error {
+	cluster.Eventually(t, "the deleted Job to go", func() error {
 		if _, err := getJob(ns, "tj-node-0"); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("still there (err %w)", err)
 		}
 		return nil
 	})
-	never(t, "the Job is not run again", func() error {
+	cluster.Consistently(t, consistently, "the Job is not run again", func() error {
 		if _, err := getJob(ns, "tj-node-0"); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("tj-node-0 was re-created")
 		}
@@ -304,17 +304,17 @@ func TestChildDeletedWhileRunning(t *testing.T) {
 func TestDeletingTrainJobReleasesChildren(t *testing.T) {
 	for _, policy := range []metav1.DeletionPropagation{metav1.DeletePropagationBackground, metav1.DeletePropagationForeground} {
 		t.Run(string(policy), func(t *testing.T) {
-			ns := newNamespace(t)
+			ns := cluster.NewNamespace(t)
 			torchRuntime(t, ns, utiltesting.MakeRuntimeSpec().ReplicatedJobs(
 				utiltesting.MakeReplicatedJob("node").Trainer().Obj(),
 				utiltesting.MakeReplicatedJob("ps").Replicas(2).Obj(),
 			))
-			create(t, trainJobOn("tj", ns).Obj())
+			cluster.Create(t, trainJobOn("tj", ns).Obj())
 			for _, name := range []string{"tj-node-0", "tj-ps-0", "tj-ps-1"} {
 				waitJob(t, ns, name)
 			}
 			tj := mustTrainJob(t, ns, "tj")
-			if err := k8s.Delete(context.Background(), tj, client.PropagationPolicy(policy)); err != nil {
+			if err := cluster.Client.Delete(context.Background(), tj, client.PropagationPolicy(policy)); err != nil {
 				t.Fatal(err)
 			}
 			// envtest runs no garbage collector: the children stay, and
@@ -327,9 +327,9 @@ func TestDeletingTrainJobReleasesChildren(t *testing.T) {
 }
 
 func TestStartsOnceTheRuntimeExists(t *testing.T) {
-	ns := newNamespace(t)
-	create(t, trainJobOn("tj", ns).Obj())
-	tj := waitCondition(t, ns, "tj", trainer.TrainJobCreated, metav1.ConditionFalse, trainer.TrainJobRuntimeNotFoundReason)
+	ns := cluster.NewNamespace(t)
+	cluster.Create(t, trainJobOn("tj", ns).Obj())
+	tj := cluster.WaitCondition(t, ns, "tj", trainer.TrainJobCreated, metav1.ConditionFalse, trainer.TrainJobRuntimeNotFoundReason)
 	want := fmt.Sprintf(`TrainingRuntime "torch" not found in namespace %s (spec.runtimeRef); the TrainJob starts once it exists`, ns)
 	if got := tj.Status.Conditions[0].Message; got != want {
 		t.Errorf("message = %q, want %q", got, want)
@@ -340,14 +340,14 @@ func TestStartsOnceTheRuntimeExists(t *testing.T) {
 }
 
 func TestLeavesOtherManagersAlone(t *testing.T) {
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t)
 	torchRuntime(t, ns, utiltesting.MakeRuntimeSpec().Torch())
-	create(t, trainJobOn("tj", ns).ManagedBy("kueue.x-k8s.io/multikueue").Obj())
-	never(t, "no Job and no status for a TrainJob managed elsewhere", func() error {
+	cluster.Create(t, trainJobOn("tj", ns).ManagedBy("kueue.x-k8s.io/multikueue").Obj())
+	cluster.Consistently(t, consistently, "no Job and no status for a TrainJob managed elsewhere", func() error {
 		if _, err := getJob(ns, "tj-node-0"); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("a Job was created (err %w)", err)
 		}
-		tj, err := getTrainJob(ns, "tj")
+		tj, err := cluster.GetTrainJob(ns, "tj")
 		if err == nil && len(tj.Status.Conditions) > 0 {
 			err = fmt.Errorf("status written: %+v", tj.Status)
 		}
@@ -360,19 +360,19 @@ func TestLeavesOtherManagersAlone(t *testing.T) {
 // TrainJob waits suspended, as Kueue writes the flavor it admits it on,
 // reaches them when it resumes.
 func TestOverridesAndPatchesReachThePods(t *testing.T) {
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t)
 	torchRuntime(t, ns, utiltesting.MakeRuntimeSpec().Torch())
 	tj := trainJobOn("patched", ns).NumNodes(1).Suspend(true).Obj()
 	tj.Spec.PodTemplateOverrides = []trainer.PodTemplateOverride{{
 		TargetJobs: []trainer.PodTemplateOverrideTargetJob{{Name: "node"}},
 		Spec:       &trainer.PodTemplateSpecOverride{NodeSelector: map[string]string{"pool": "train"}},
 	}}
-	create(t, tj)
+	cluster.Create(t, tj)
 	job := waitJob(t, ns, "patched-node-0")
 	if got := job.Spec.Template.Spec.NodeSelector; got["pool"] != "train" {
 		t.Errorf("nodeSelector = %v, want podTemplateOverrides' pool=train", got)
 	}
-	waitCondition(t, ns, "patched", trainer.TrainJobSuspended, metav1.ConditionTrue, trainer.TrainJobSuspendedReason)
+	cluster.WaitCondition(t, ns, "patched", trainer.TrainJobSuspended, metav1.ConditionTrue, trainer.TrainJobSuspendedReason)
 
 	updateTrainJob(t, ns, "patched", func(tj *trainer.TrainJob) {
 		tj.Spec.RuntimePatches = []trainer.RuntimePatch{{
@@ -388,7 +388,7 @@ func TestOverridesAndPatchesReachThePods(t *testing.T) {
 		}}
 		tj.Spec.Suspend = ptr.To(false)
 	})
-	eventually(t, "the Job resumed with the flavor", func() error {
+	cluster.Eventually(t, "the Job resumed with the flavor", func() error {
 		job, err := getJob(ns, "patched-node-0")
 		if err != nil {
 			return err

@@ -77,10 +77,10 @@ func TestUpgradeFromKubeflowTrainer(t *testing.T) {
 		filepath.Join(crds, "trainer.kubeflow.org_clustertrainingruntimes.yaml"),
 		filepath.Join(jobSet, "config", "components", "crd", "bases", "jobset.x-k8s.io_jobsets.yaml"),
 	)
-	cfg, cl, kc := srv.cfg, srv.client, srv.kubeconfig
+	cfg, cl, kc := srv.Config, srv.Client, srv.Kubeconfig
 	kubectlHere := func(args ...string) string {
 		t.Helper()
-		return srv.kubectl(t, args...)
+		return srv.MustKubectl(t, args...)
 	}
 	ctx := context.Background()
 

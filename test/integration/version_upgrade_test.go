@@ -77,16 +77,16 @@ func TestUpgradeFromEarlierVersion(t *testing.T) {
 
 	// An API server with the earlier version's CRDs and runtime.
 	srv := startOtherAPIServer(t, filepath.Join(tree, "config", "crd", "bases"))
-	cfg, cl, kc := srv.cfg, srv.client, srv.kubeconfig
+	cfg, cl, kc := srv.Config, srv.Client, srv.Kubeconfig
 	// The suite's helpers (waitJob, setJobStatus, ...) act on this API
 	// server until the test ends.
-	suiteClient := k8s
-	k8s = cl
-	t.Cleanup(func() { k8s = suiteClient })
+	suiteClient := cluster.Client
+	cluster.Client = cl
+	t.Cleanup(func() { cluster.Client = suiteClient })
 	ctx := context.Background()
-	srv.kubectl(t, "apply", "--server-side", "-k", filepath.Join(tree, "config", "runtimes"))
+	srv.MustKubectl(t, "apply", "--server-side", "-k", filepath.Join(tree, "config", "runtimes"))
 	const ns = "team-a"
-	srv.kubectl(t, "create", "namespace", ns)
+	srv.MustKubectl(t, "create", "namespace", ns)
 
 	// The earlier manager runs four TrainJobs, written as that version's
 	// users wrote them, to four states.
@@ -118,7 +118,7 @@ spec:
 	if err := os.WriteFile(manifestPath, []byte(manifest.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	srv.kubectl(t, "apply", "-n", ns, "-f", manifestPath)
+	srv.MustKubectl(t, "apply", "-n", ns, "-f", manifestPath)
 	now := time.Now()
 	for _, name := range []string{"done", "failed", "running", "suspended"} {
 		waitJob(t, ns, name+"-node-0")
@@ -127,13 +127,13 @@ spec:
 	setJobStatus(t, ns, "failed-node-0", func(w *utiltesting.JobWrapper) { w.Failed("BackoffLimitExceeded", now) })
 	setJobStatus(t, ns, "running-node-0", func(w *utiltesting.JobWrapper) { w.Active(2) })
 	// The reasons the earlier version gave.
-	waitCondition(t, ns, "done", trainer.TrainJobComplete, metav1.ConditionTrue, "AllJobsCompleted")
-	waitCondition(t, ns, "failed", trainer.TrainJobFailed, metav1.ConditionTrue, "JobFailed")
-	waitCondition(t, ns, "suspended", trainer.TrainJobSuspended, metav1.ConditionTrue, "Suspended")
+	cluster.WaitCondition(t, ns, "done", trainer.TrainJobComplete, metav1.ConditionTrue, "AllJobsCompleted")
+	cluster.WaitCondition(t, ns, "failed", trainer.TrainJobFailed, metav1.ConditionTrue, "JobFailed")
+	cluster.WaitCondition(t, ns, "suspended", trainer.TrainJobSuspended, metav1.ConditionTrue, "Suspended")
 	waitReleased(t, ns, "done-node-0")
 	waitReleased(t, ns, "failed-node-0")
-	eventually(t, "the running TrainJob's Job to be seen active", func() error {
-		tj, err := getTrainJob(ns, "running")
+	cluster.Eventually(t, "the running TrainJob's Job to be seen active", func() error {
+		tj, err := cluster.GetTrainJob(ns, "running")
 		if err != nil {
 			return err
 		}
@@ -157,8 +157,8 @@ spec:
 
 	// The upgrade: the current CRDs, then the current runtimes, then the
 	// current manager.
-	srv.kubectl(t, "apply", "--server-side", "--force-conflicts", "-k", filepath.Join(repoRoot, "config", "crd"))
-	srv.kubectl(t, "wait", "--for", "condition=Established", "--timeout", "30s", "crd", "--all")
+	srv.MustKubectl(t, "apply", "--server-side", "--force-conflicts", "-k", filepath.Join(repoRoot, "config", "crd"))
+	srv.MustKubectl(t, "wait", "--for", "condition=Established", "--timeout", "30s", "crd", "--all")
 	// The same objects, read through the current CRDs (pruning and
 	// defaulting apply on read), and decoded into the current API types.
 	if diff := cmp.Diff(stored, readStored(t, ctx, cl, ns)); diff != "" {
@@ -172,17 +172,17 @@ spec:
 	if err := cl.List(ctx, &runtimes); err != nil || len(runtimes.Items) == 0 {
 		t.Fatalf("the stored runtimes do not decode: %v (%d)", err, len(runtimes.Items))
 	}
-	srv.kubectl(t, "apply", "--server-side", "--force-conflicts", "-k", filepath.Join(repoRoot, "config", "runtimes"))
+	srv.MustKubectl(t, "apply", "--server-side", "--force-conflicts", "-k", filepath.Join(repoRoot, "config", "runtimes"))
 	startManagerAt(t, cfg)
 
 	// The running TrainJob completes on the Job the earlier version made.
 	setJobStatus(t, ns, "running-node-0", func(w *utiltesting.JobWrapper) { w.Succeeded(time.Now()) })
-	waitCondition(t, ns, "running", trainer.TrainJobComplete, metav1.ConditionTrue, trainer.TrainJobJobsCompletedReason)
+	cluster.WaitCondition(t, ns, "running", trainer.TrainJobComplete, metav1.ConditionTrue, trainer.TrainJobJobsCompletedReason)
 	waitReleased(t, ns, "running-node-0")
 	// The suspended one resumes its Job.
 	updateTrainJob(t, ns, "suspended", func(tj *trainer.TrainJob) { tj.Spec.Suspend = ptr.To(false) })
-	waitCondition(t, ns, "suspended", trainer.TrainJobSuspended, metav1.ConditionFalse, trainer.TrainJobResumedReason)
-	eventually(t, "the suspended TrainJob's Job to be resumed", func() error {
+	cluster.WaitCondition(t, ns, "suspended", trainer.TrainJobSuspended, metav1.ConditionFalse, trainer.TrainJobResumedReason)
+	cluster.Eventually(t, "the suspended TrainJob's Job to be resumed", func() error {
 		job, err := getJob(ns, "suspended-node-0")
 		if err != nil {
 			return err
@@ -207,7 +207,7 @@ spec:
 	}
 	// The finished ones stay as they finished.
 	for name, reason := range map[string]string{"done": "AllJobsCompleted", "failed": "JobFailed"} {
-		tj, err := getTrainJob(ns, name)
+		tj, err := cluster.GetTrainJob(ns, name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -218,8 +218,8 @@ spec:
 	// A finished TrainJob's TTL, changed through the current CRD, deletes
 	// it: its finish time, recorded by the earlier version, is read.
 	updateTrainJob(t, ns, "done", func(tj *trainer.TrainJob) { tj.Spec.TTLSecondsAfterFinished = ptr.To[int32](1) })
-	eventually(t, "the TTL to delete TrainJob done", func() error {
-		tj, err := getTrainJob(ns, "done")
+	cluster.Eventually(t, "the TTL to delete TrainJob done", func() error {
+		tj, err := cluster.GetTrainJob(ns, "done")
 		if apierrors.IsNotFound(err) || err == nil && tj.DeletionTimestamp != nil {
 			return nil // deleted (this API server has no garbage collector to finish it)
 		}
