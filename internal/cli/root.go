@@ -27,8 +27,8 @@ import (
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	configv1alpha1 "github.com/trainjob-operator/trainjob-operator/api/config/v1alpha1"
@@ -38,63 +38,73 @@ import (
 
 // globals are the flags every command shares.
 type globals struct {
-	kubeconfig    string
-	context       string
-	namespace     string
+	// config is kubectl's flags for reaching a cluster (--kubeconfig,
+	// --context, -n, --server, --token, --as, ...), read as kubectl reads them.
+	config        *genericclioptions.ConfigFlags
 	allNamespaces bool
 	configFile    string
 	out           io.Writer
+	errOut        io.Writer
 	now           func() time.Time
+	// newClient makes the client of a configuration; tests give a fake.
+	newClient func(*rest.Config) (client.WithWatch, error)
+}
+
+func newGlobals(out, errOut io.Writer) *globals {
+	return &globals{
+		config: genericclioptions.NewConfigFlags(true),
+		out:    out,
+		errOut: errOut,
+		now:    time.Now,
+		newClient: func(cfg *rest.Config) (client.WithWatch, error) {
+			return client.NewWithWatch(cfg, client.Options{Scheme: scheme.Scheme})
+		},
+	}
 }
 
 // NewCommand returns the trainctl command.
 func NewCommand(out, errOut io.Writer) *cobra.Command {
-	g := &globals{out: out, now: time.Now}
+	return newRootCommand(newGlobals(out, errOut))
+}
+
+func newRootCommand(g *globals) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "trainctl",
 		Short:         "Look after TrainJobs and run the local development cluster",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.SetOut(out)
-	root.SetErr(errOut)
+	root.SetOut(g.out)
+	root.SetErr(g.errOut)
 	f := root.PersistentFlags()
-	f.StringVar(&g.kubeconfig, "kubeconfig", "", "Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
-	f.StringVar(&g.context, "context", "", "The kubeconfig context to use")
-	f.StringVarP(&g.namespace, "namespace", "n", "", "Namespace (default: the context's)")
+	g.config.AddFlags(f)
 	f.BoolVarP(&g.allNamespaces, "all-namespaces", "A", false, "TrainJobs of every namespace")
 	f.StringVar(&g.configFile, "manager-config", "", "The manager's Configuration file, for the retention policies (default: the "+config.ConfigMapName+" ConfigMap in "+config.Namespace+", if readable)")
 	root.AddCommand(newGetCommand(g), newDescribeCommand(g))
-	root.AddCommand(newUninstallCommand(g), newUpgradeCheckCommand(g), newVersionCommand(out))
+	root.AddCommand(newUninstallCommand(g), newUpgradeCheckCommand(g), newVersionCommand(g.out))
 	return root
 }
 
 // client returns a client of the cluster and the namespace to look in.
-func (g *globals) client() (client.Client, string, error) {
+func (g *globals) client() (client.WithWatch, string, error) {
 	return g.clientWith(nil)
 }
 
 // clientWith returns a client of the cluster, its configuration changed by
-// edit if not nil, and the namespace to look in.
-func (g *globals) clientWith(edit func(*rest.Config)) (client.Client, string, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = g.kubeconfig
-	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: g.context})
-	cfg, err := cc.ClientConfig()
+// edit if not nil, and the namespace to look in: -n, else the context's.
+func (g *globals) clientWith(edit func(*rest.Config)) (client.WithWatch, string, error) {
+	cfg, err := g.config.ToRESTConfig()
 	if err != nil {
 		return nil, "", fmt.Errorf("no cluster to talk to: %w", err)
 	}
 	if edit != nil {
 		edit(cfg)
 	}
-	ns, _, err := cc.Namespace()
+	ns, _, err := g.config.ToRawKubeConfigLoader().Namespace()
 	if err != nil {
 		return nil, "", err
 	}
-	if g.namespace != "" {
-		ns = g.namespace
-	}
-	cl, err := client.New(cfg, client.Options{Scheme: scheme.Scheme})
+	cl, err := g.newClient(cfg)
 	return cl, ns, err
 }
 

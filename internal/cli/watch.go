@@ -47,7 +47,8 @@ type seen struct {
 // namespace in the cluster of kubeconfig, until ctx ends: make dev's view.
 // With demo, it suspends and resumes the TrainJobs annotated for the demo.
 func LiveView(ctx context.Context, out io.Writer, kubeconfig, namespace string, demo bool) error {
-	g := &globals{out: out, now: time.Now, kubeconfig: kubeconfig, namespace: namespace}
+	g := newGlobals(out, io.Discard)
+	g.config.KubeConfig, g.config.Namespace = &kubeconfig, &namespace
 	cl, ns, err := g.client()
 	if err != nil {
 		return err
