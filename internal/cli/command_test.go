@@ -21,11 +21,15 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 )
 
 // testKubeconfig has two contexts: "one" (the current, namespace ns) and
@@ -63,19 +67,65 @@ func useKubeconfig(t *testing.T) string {
 
 // session is one trainctl command line run against a fake cluster.
 type session struct {
-	out, errOut bytes.Buffer
+	out, errOut printed
 	// config is the configuration the command built its client from.
 	config *rest.Config
+}
+
+// printed is what a command prints, read while it runs.
+type printed struct {
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	written chan struct{}
+}
+
+func (o *printed) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	select {
+	case o.written <- struct{}{}:
+	default:
+	}
+	return o.buf.Write(p)
+}
+
+func (o *printed) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.String()
+}
+
+func (o *printed) Bytes() []byte { return []byte(o.String()) }
+
+// waitFor waits until the output holds want.
+func (o *printed) waitFor(t *testing.T, want string) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for !strings.Contains(o.String(), want) {
+		select {
+		case <-o.written:
+		case <-timeout:
+			t.Fatalf("the output lacks %q:\n%s", want, o.String())
+		}
+	}
 }
 
 // trainctl runs trainctl with args against cl (through $KUBECONFIG from
 // useKubeconfig) until it returns or ctx ends.
 func trainctl(ctx context.Context, t *testing.T, cl client.WithWatch, args ...string) (*session, error) {
 	t.Helper()
+	s, done := start(ctx, t, cl, args...)
+	return s, <-done
+}
+
+// start runs trainctl as trainctl does, in the background: done receives
+// its error once it returns.
+func start(ctx context.Context, t *testing.T, cl client.WithWatch, args ...string) (s *session, done <-chan error) {
+	t.Helper()
 	if os.Getenv("KUBECONFIG") == "" {
 		useKubeconfig(t)
 	}
-	s := &session{}
+	s = &session{out: printed{written: make(chan struct{}, 1)}, errOut: printed{written: make(chan struct{}, 1)}}
 	g := newGlobals(&s.out, &s.errOut)
 	g.now = func() time.Time { return now }
 	g.newClient = func(cfg *rest.Config) (client.WithWatch, error) {
@@ -84,6 +134,17 @@ func trainctl(ctx context.Context, t *testing.T, cl client.WithWatch, args ...st
 	}
 	cmd := newRootCommand(g)
 	cmd.SetArgs(args)
-	err := cmd.ExecuteContext(ctx)
-	return s, err
+	errc := make(chan error, 1)
+	go func() { errc <- cmd.ExecuteContext(ctx) }()
+	return s, errc
+}
+
+// watched is an interceptor that closes opened once a watch is open.
+func watched(opened chan<- struct{}) *interceptor.Funcs {
+	var once sync.Once
+	return &interceptor.Funcs{Watch: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) (watch.Interface, error) {
+		w, err := c.Watch(ctx, list, opts...)
+		once.Do(func() { close(opened) })
+		return w, err
+	}}
 }

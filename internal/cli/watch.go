@@ -57,13 +57,13 @@ func LiveView(ctx context.Context, out io.Writer, kubeconfig, namespace string, 
 	if demo {
 		d = &suspendResumeDemo{out: out, now: g.now}
 	}
-	return watch(ctx, g, cl, ns, d)
+	return liveWatch(ctx, g, cl, ns, d)
 }
 
-// watch prints, as they happen, what happens to the TrainJobs of ns: their
+// liveWatch prints, as they happen, what happens to the TrainJobs of ns: their
 // state, their running Pods, the events about them, their deletion. demo,
 // if not nil, acts on them as it goes.
-func watch(ctx context.Context, g *globals, cl client.Client, ns string, demo *suspendResumeDemo) error {
+func liveWatch(ctx context.Context, g *globals, cl client.Client, ns string, demo *suspendResumeDemo) error {
 	retention, err := g.retention(ctx, cl)
 	if err != nil {
 		return err
@@ -77,7 +77,7 @@ func watch(ctx context.Context, g *globals, cl client.Client, ns string, demo *s
 	}
 	for {
 		now := g.now()
-		tjs, err := listTrainJobs(ctx, cl, ns, false, nil)
+		tjs, _, err := listTrainJobs(ctx, cl, scope{namespace: ns})
 		if err != nil {
 			return err
 		}
