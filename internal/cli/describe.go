@@ -29,6 +29,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/printers"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -39,12 +40,40 @@ import (
 )
 
 func newDescribeCommand(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var out *output
+	cmd := &cobra.Command{
 		Use:   "describe NAME",
 		Short: "Show the timeline of a TrainJob, its Jobs and Pods, and its events",
-		Args:  cobra.ExactArgs(1),
+		Long: `Show a TrainJob: its state, when its active deadline falls and when it will
+be deleted, its timeline, its Jobs, Pods and events.
+
+-o json, yaml, jsonpath=..., go-template=..., custom-columns=... print the
+same as one object, which decodes back:
+
+  apiVersion: ` + descriptionGroupVersion.String() + `
+  kind: ` + descriptionKind + `
+  trainJob:        the TrainJob as stored, with its apiVersion and kind
+  state:           its state, as trainctl get shows it
+  activeDeadline:  when its active deadline falls, while it runs
+  deadlinePaused:  true while it is suspended with a deadline
+  deletion:        {at, policy}: when it will be deleted, by which rule
+  timeline:        [{at, what, upcoming}], in time order
+  jobs, pods, events: its Jobs, Pods and events, as stored
+
+-o name prints the TrainJob's name as kubectl does.`,
+		Example: `  trainctl describe my-job
+  trainctl describe my-job -o yaml
+  trainctl describe my-job -o jsonpath='{.deletion.at}'`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
+			var p printers.ResourcePrinter
+			if out.format() != "" || !out.table() {
+				var err error
+				if p, err = out.printer(); err != nil {
+					return err
+				}
+			}
 			cl, ns, err := g.client()
 			if err != nil {
 				return err
@@ -57,13 +86,21 @@ func newDescribeCommand(g *globals) *cobra.Command {
 			if err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: args[0]}, &tj); err != nil {
 				return fmt.Errorf("TrainJob %s/%s: %w", ns, args[0], err)
 			}
+			if out.format() == "name" {
+				return p.PrintObj(typed(&tj), g.out)
+			}
 			d, err := gather(ctx, cl, &tj)
 			if err != nil {
 				return err
 			}
+			if p != nil {
+				return p.PrintObj(d.object(retention, g.now()), g.out)
+			}
 			return d.print(g.out, retention, g.now())
 		},
 	}
+	out = addOutputFlags(cmd, "the TrainJob's timeline, Jobs, Pods and events", false)
+	return cmd
 }
 
 // description is what describe shows of a TrainJob.
