@@ -64,7 +64,8 @@ same as one object, which decodes back:
 		Example: `  trainctl describe my-job
   trainctl describe my-job -o yaml
   trainctl describe my-job -o jsonpath='{.deletion.at}'`,
-		Args: cobra.ExactArgs(1),
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: g.completeTrainJobs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			var p printers.ResourcePrinter

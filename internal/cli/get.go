@@ -62,6 +62,7 @@ interrupted or --timeout passes.`,
   trainctl get -o jsonpath='{.items[*].status.state}'
   trainctl get -o custom-columns=NAME:.metadata.name,STATE:.status.state
   trainctl get --watch`,
+		ValidArgsFunction: g.completeTrainJobs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			var p printers.ResourcePrinter

@@ -56,9 +56,12 @@ func addOutputFlags(cmd *cobra.Command, table string, wide bool) *output {
 	o := &output{flags: genericclioptions.NewPrintFlags("")}
 	o.flags.AddFlags(cmd)
 	formats := o.flags.AllowedFormats()
+	simple := []string{"json", "yaml", "name"}
 	if wide {
 		formats = append(formats, outputWide)
+		simple = append(simple, outputWide)
 	}
+	completeOutput(cmd, simple...)
 	formats = append(formats, outputCustomColumns+"HEADER:JSONPATH,...")
 	cmd.Flags().Lookup("output").Usage = fmt.Sprintf("Output format, one of: %s. Without it: %s.", strings.Join(formats, ", "), table)
 	cmd.Flags().BoolVar(&o.noHeaders, "no-headers", false, "Print tables (the default, wide, custom-columns) without their header")

@@ -80,6 +80,7 @@ func newRootCommand(g *globals) *cobra.Command {
 	g.config.AddFlags(f)
 	f.BoolVarP(&g.allNamespaces, "all-namespaces", "A", false, "TrainJobs of every namespace")
 	f.StringVar(&g.configFile, "manager-config", "", "The manager's Configuration file, for the retention policies (default: the "+config.ConfigMapName+" ConfigMap in "+config.Namespace+", if readable)")
+	g.completeFlags(root)
 	root.AddCommand(newGetCommand(g), newDescribeCommand(g), newWaitCommand(g))
 	root.AddCommand(newUninstallCommand(g), newUpgradeCheckCommand(g), newVersionCommand(g.out))
 	return root

@@ -69,6 +69,7 @@ waited for.`,
   trainctl wait -l team=nlp --for=running
   trainctl wait my-job --for=condition=Suspended=false
   trainctl wait my-job --for=jsonpath='{.status.jobsStatus[0].active}'=2`,
+		ValidArgsFunction: g.completeTrainJobs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if forArg == "" {
 				return errors.New("--for is required: condition=TYPE[=VALUE], running, state=STATE, jsonpath=JSONPATH[=VALUE] or delete")
