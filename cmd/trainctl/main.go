@@ -14,21 +14,28 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Command trainctl looks after TrainJobs: trainctl get, describe and
-// uninstall.
+// Command trainctl looks after TrainJobs: trainctl get, describe, wait and
+// uninstall. Named kubectl-trainjob, it is the kubectl plugin kubectl
+// trainjob.
 package main
 
 import (
 	"context"
 	"fmt"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/trainjob-operator/trainjob-operator/internal/cli"
 )
 
 func main() {
-	cmd := cli.NewCommand(os.Stdout, os.Stderr)
-	if err := cmd.ExecuteContext(context.Background()); err != nil {
+	// The first interrupt ends a watch or a wait; a second one, the
+	// default again, ends the process.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	context.AfterFunc(ctx, stop)
+	cmd := cli.NewCommandAs(os.Args[0], os.Stdout, os.Stderr)
+	if err := cmd.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)
 	}

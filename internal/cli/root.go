@@ -22,6 +22,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -65,6 +67,42 @@ func newGlobals(out, errOut io.Writer) *globals {
 // NewCommand returns the trainctl command.
 func NewCommand(out, errOut io.Writer) *cobra.Command {
 	return newRootCommand(newGlobals(out, errOut))
+}
+
+// NewCommandAs returns the trainctl command as the binary argv0 runs it:
+// as kubectl runs it when argv0 names a kubectl plugin (kubectl-trainjob),
+// its usage says so (kubectl trainjob get ...).
+func NewCommandAs(argv0 string, out, errOut io.Writer) *cobra.Command {
+	root := NewCommand(out, errOut)
+	if name := pluginCommandLine(argv0); name != "" {
+		root.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: name}
+		var rename func(*cobra.Command)
+		rename = func(c *cobra.Command) {
+			c.Example = strings.ReplaceAll(c.Example, "  trainctl ", "  "+name+" ")
+			for _, sub := range c.Commands() {
+				rename(sub)
+			}
+		}
+		rename(root)
+	}
+	return root
+}
+
+// pluginCommandLine is how kubectl users run the plugin binary argv0
+// (kubectl-trainjob: kubectl trainjob), or "" if argv0 is not one. kubectl
+// turns the dashes of a plugin's file name into spaces and its
+// underscores into dashes.
+func pluginCommandLine(argv0 string) string {
+	base := strings.TrimSuffix(filepath.Base(argv0), ".exe")
+	name, ok := strings.CutPrefix(base, "kubectl-")
+	if !ok || name == "" {
+		return ""
+	}
+	words := strings.Split(name, "-")
+	for i := range words {
+		words[i] = strings.ReplaceAll(words[i], "_", "-")
+	}
+	return "kubectl " + strings.Join(words, " ")
 }
 
 func newRootCommand(g *globals) *cobra.Command {
