@@ -148,3 +148,19 @@ func watched(opened chan<- struct{}) *interceptor.Funcs {
 		return w, err
 	}}
 }
+
+// errorSays fails t unless err says want (no error for ""), and says
+// whether the test goes on: only when no error was wanted.
+func errorSays(t *testing.T, err error, want string) bool {
+	t.Helper()
+	if want == "" {
+		if err != nil {
+			t.Fatal(err)
+		}
+		return true
+	}
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("error %v, want one saying %q", err, want)
+	}
+	return false
+}

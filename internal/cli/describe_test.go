@@ -18,7 +18,6 @@ package cli
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
@@ -127,14 +126,8 @@ func TestDescribeFormats(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			s, err := trainctl(context.Background(), t, describedCluster(), append([]string{"describe", "a"}, tc.args...)...)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("error %v, want one saying %q", err, tc.wantErr)
-				}
+			if !errorSays(t, err, tc.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			got := s.out.String()
 			if name == "the timeline" {

@@ -19,7 +19,6 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"strings"
 	"testing"
 	"time"
 
@@ -215,14 +214,8 @@ func TestGetFormats(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			cl := utiltesting.NewClientBuilder(nil, someTrainJobs()...).Build()
 			s, err := trainctl(context.Background(), t, cl, append([]string{"get"}, tc.args...)...)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("error %v, want one saying %q", err, tc.wantErr)
-				}
+			if !errorSays(t, err, tc.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if diff := cmp.Diff(tc.want, s.out.String()); diff != "" {
 				t.Errorf("output (-want +got):\n%s", diff)
