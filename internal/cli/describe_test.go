@@ -111,6 +111,7 @@ func TestDescribeObject(t *testing.T) {
 
 // describe's other formats.
 func TestDescribeFormats(t *testing.T) {
+	t.Setenv("KUBECTL_KYAML", "") // kyaml among the formats, as by default
 	cases := map[string]struct {
 		args    []string
 		want    string
@@ -121,7 +122,7 @@ func TestDescribeFormats(t *testing.T) {
 		"go-template":    {args: []string{"-o", "go-template={{range .timeline}}{{if .upcoming}}{{.what}}{{end}}{{end}}"}, want: "active deadline (3600s), in 50m"},
 		"custom-columns": {args: []string{"-o", "custom-columns=NAME:.trainJob.metadata.name,STATE:.state"}, want: "NAME   STATE\na      Running\n"},
 		"the timeline":   {want: "Name:         a\n"},
-		"wide":           {args: []string{"-o", "wide"}, wantErr: `--output "wide": unable to match a printer`},
+		"wide":           {args: []string{"-o", "wide"}, wantErr: `--output "wide": want one of json, yaml, kyaml, name, go-template, go-template-file, template, templatefile, jsonpath, jsonpath-as-json, jsonpath-file, custom-columns=HEADER:JSONPATH,...`},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -135,6 +135,7 @@ func TestGetObjects(t *testing.T) {
 
 // The other formats of cli-runtime's printers, and the tables.
 func TestGetFormats(t *testing.T) {
+	t.Setenv("KUBECTL_KYAML", "") // kyaml among the formats, as by default
 	cases := map[string]struct {
 		args    []string
 		want    string
@@ -195,7 +196,7 @@ func TestGetFormats(t *testing.T) {
 		},
 		"an unknown format": {
 			args:    []string{"-o", "xml"},
-			wantErr: `--output "xml": unable to match a printer`,
+			wantErr: `--output "xml": want one of json, yaml, kyaml, name, go-template, go-template-file, template, templatefile, jsonpath, jsonpath-as-json, jsonpath-file, wide, custom-columns=HEADER:JSONPATH,...`,
 		},
 		"custom-columns without a path": {
 			args:    []string{"-o", "custom-columns=NAME"},

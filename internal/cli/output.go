@@ -48,6 +48,8 @@ const (
 type output struct {
 	flags     *genericclioptions.PrintFlags
 	noHeaders bool
+	// formats are those -o takes, for its help and errors.
+	formats []string
 }
 
 // addOutputFlags adds -o and the printers' flags to cmd; table says what
@@ -63,6 +65,7 @@ func addOutputFlags(cmd *cobra.Command, table string, wide bool) *output {
 	}
 	completeOutput(cmd, simple...)
 	formats = append(formats, outputCustomColumns+"HEADER:JSONPATH,...")
+	o.formats = formats
 	cmd.Flags().Lookup("output").Usage = fmt.Sprintf("Output format, one of: %s. Without it: %s.", strings.Join(formats, ", "), table)
 	cmd.Flags().BoolVar(&o.noHeaders, "no-headers", false, "Print tables (the default, wide, custom-columns) without their header")
 	return o
@@ -101,7 +104,7 @@ func (o *output) printer() (printers.ResourcePrinter, error) {
 	}
 	p, err := o.flags.ToPrinter()
 	if genericclioptions.IsNoCompatiblePrinterError(err) {
-		return nil, fmt.Errorf("--output %q: %w", o.format(), err)
+		return nil, fmt.Errorf("--output %q: want one of %s", o.format(), strings.Join(o.formats, ", "))
 	}
 	return p, err
 }
