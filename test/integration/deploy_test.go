@@ -19,10 +19,14 @@ package integration
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -174,6 +178,39 @@ func TestReleaseManifests(t *testing.T) {
 		if out, err := cluster.Kubectl("apply", "--server-side", "--dry-run=server", "-f", filepath.Join(dist, f)); err != nil {
 			t.Errorf("kubectl apply -f %s: %v\n%s", f, err, out)
 		}
+	}
+
+	// The krew manifest installs this platform's trainctl archive, by its
+	// checksum, and the archive holds trainctl of the version.
+	platform := runtime.GOOS + "-" + runtime.GOARCH
+	archive := filepath.Join(dist, "trainctl-"+version+"-"+platform+".tar.gz")
+	data, err := os.ReadFile(archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	krew, err := os.ReadFile(filepath.Join(dist, "trainjob.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plugin := decodeObjects(t, string(krew))[0]
+	platforms, _, _ := unstructured.NestedSlice(plugin.Object, "spec", "platforms")
+	if plugin.GetKind() != "Plugin" || plugin.GetName() != "trainjob" || len(platforms) != 1 {
+		t.Fatalf("krew manifest: %s %s with %d platform(s), want Plugin trainjob with this machine's", plugin.GetKind(), plugin.GetName(), len(platforms))
+	}
+	p := platforms[0].(map[string]any)
+	if got, want := p["sha256"], hex.EncodeToString(sum[:]); got != want {
+		t.Errorf("krew manifest: sha256 %v, want the archive's %s", got, want)
+	}
+	if got := p["uri"].(string); !strings.HasSuffix(got, "/"+filepath.Base(archive)) {
+		t.Errorf("krew manifest: uri %s, want the archive %s", got, filepath.Base(archive))
+	}
+	dir := t.TempDir()
+	if out, err := exec.Command("tar", "-xzf", archive, "-C", dir).CombinedOutput(); err != nil {
+		t.Fatalf("tar: %v\n%s", err, out)
+	}
+	if out, err := exec.Command(filepath.Join(dir, "trainctl"), "version").CombinedOutput(); err != nil || !strings.Contains(string(out), version) {
+		t.Errorf("the archive's trainctl version: %v\n%s; want %s", err, out, version)
 	}
 }
 

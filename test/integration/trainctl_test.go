@@ -54,7 +54,7 @@ func (b *lockedBuffer) String() string {
 // it returns or ctx ends.
 func trainctl(ctx context.Context, ns string, out *lockedBuffer, args ...string) error {
 	cmd := cli.NewCommand(out, out)
-	cmd.SetArgs(append([]string{"--kubeconfig", kubeconfig, "-n", ns}, args...))
+	cmd.SetArgs(append([]string{"--kubeconfig", cluster.Kubeconfig, "-n", ns}, args...))
 	return cmd.ExecuteContext(ctx)
 }
 
@@ -62,9 +62,9 @@ func trainctl(ctx context.Context, ns string, out *lockedBuffer, args ...string)
 // wait --for=running and --for=condition=Complete, describe -o and the
 // completion of names see the TrainJob as the API server serves it.
 func TestTrainctl(t *testing.T) {
-	ns := newNamespace(t)
+	ns := cluster.NewNamespace(t)
 	torchRuntime(t, ns, utiltesting.MakeRuntimeSpec().Torch())
-	create(t, trainJobOn("mnist", ns).Label("team", "nlp").Obj())
+	cluster.Create(t, trainJobOn("mnist", ns).Label("team", "nlp").Obj())
 	ctx := context.Background()
 
 	var out lockedBuffer
@@ -101,7 +101,7 @@ func TestTrainctl(t *testing.T) {
 	go func() {
 		done <- trainctl(watchCtx, ns, &watched, "get", "mnist", "--watch", "-o", "jsonpath={.status.state}{\"\\n\"}")
 	}()
-	eventually(t, "get --watch to list the TrainJob", func() error {
+	cluster.Eventually(t, "get --watch to list the TrainJob", func() error {
 		if watched.String() == "" {
 			return errNothingYet
 		}
@@ -113,7 +113,7 @@ func TestTrainctl(t *testing.T) {
 	if err := trainctl(ctx, ns, &out, "wait", "mnist", "--for=condition=Complete", "--timeout", timeout.String()); err != nil {
 		t.Fatalf("wait --for=condition=Complete: %v\n%s", err, out.String())
 	}
-	eventually(t, "get --watch to print the TrainJob Complete", func() error {
+	cluster.Eventually(t, "get --watch to print the TrainJob Complete", func() error {
 		if !strings.HasSuffix(watched.String(), "Complete\n") {
 			return errNothingYet
 		}

@@ -20,13 +20,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"testing"
 )
 
 // WriteRelease writes, with the repository root's hack/release.sh (what
 // make release runs, with its bin/kubectl and bin/helm), the release
 // manifests of version into a temporary directory and returns it: their
-// image is imageRepo@digest, as if make image had pushed it there.
+// image is imageRepo@digest, as if make image had pushed it there. trainctl
+// is built for this machine's platform only.
 func WriteRelease(t *testing.T, root, version, imageRepo, digest string) (dist string) {
 	t.Helper()
 	dist = t.TempDir()
@@ -35,7 +37,8 @@ func WriteRelease(t *testing.T, root, version, imageRepo, digest string) (dist s
 	}
 	cmd := exec.Command(filepath.Join(root, "hack", "release.sh"))
 	cmd.Env = append(os.Environ(), "VERSION="+version, "IMAGE_REPO="+imageRepo, "DIST="+dist,
-		"KUBECTL="+filepath.Join(root, "bin", "kubectl"), "HELM="+filepath.Join(root, "bin", "helm"))
+		"KUBECTL="+filepath.Join(root, "bin", "kubectl"), "HELM="+filepath.Join(root, "bin", "helm"),
+		"TRAINCTL_PLATFORMS="+runtime.GOOS+"/"+runtime.GOARCH)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("hack/release.sh: %v\n%s", err, out)
 	}
