@@ -55,6 +55,10 @@ coscheduler: ## Build the coscheduling scheduler (hack/tools/coscheduling) into 
 kueue: ## Build Kueue (hack/tools/kueue) into bin/; 9 to 16 minutes the first time. make dev KUEUE=1 and make test run it.
 	@hack/build-tools.sh kueue
 
+.PHONY: prometheus
+prometheus: ## Build Prometheus (hack/tools/prometheus) into bin/; a few minutes the first time. make dev PROMETHEUS=1 and make test run it.
+	@hack/build-tools.sh prometheus
+
 .PHONY: generate
 generate: ## Generate DeepCopy methods from the API types.
 	@hack/build-tools.sh controller-gen >/dev/null
@@ -96,6 +100,7 @@ verify: generate manifests ## Fail if generated files, go.mod or formatting drif
 	cd hack/tools/volcano && go mod tidy
 	cd hack/tools/image && go mod tidy
 	cd hack/tools/helm && go mod tidy
+	cd hack/tools/prometheus && go mod tidy
 	cd hack/tools/kubeflow && go mod tidy
 	cd bench && go mod tidy
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed on:"; gofmt -l $$(git ls-files '*.go'); exit 1; }

@@ -29,20 +29,23 @@ helm_ldflags="-s -w -X helm.sh/helm/v3/internal/version.version=${helm_version}"
 for pkg in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
 	helm_ldflags+=" -X ${pkg}.k8sVersionMajor=1 -X ${pkg}.k8sVersionMinor=${helm_kube_minor}"
 done
+# Prometheus 3.x is published as Go module v0.3xx.y: v0.316.0 is 3.16.0.
+prometheus_version="$(awk '$1 == "github.com/prometheus/prometheus" { print $2 }' "${tools}/prometheus/go.mod" | sed -E 's/^v0\.3([0-9][0-9])\.([0-9]+).*/3.\1.\2/; s/^3\.0([0-9])/3.\1/')"
+prometheus_ldflags="-s -w -X github.com/prometheus/common/version.Version=${prometheus_version}"
 
 # Built only when named: Kueue takes a quarter of an hour to build cold, and
 # only make dev KUEUE=1 and make test's Kueue suite run it; the coscheduling
 # scheduler only the gang e2e test; the image builder only make image; Helm
 # only the chart's checks; Kubeflow Trainer and JobSet only make bench's
-# Kubeflow side.
-on_request=(kueue coscheduler imagebuild helm kubeflow-trainer jobset)
+# Kubeflow side; Prometheus only make dev PROMETHEUS=1 and its e2e suite.
+on_request=(kueue coscheduler imagebuild helm kubeflow-trainer jobset prometheus)
 
 # One of Kueue's dependencies, sigs.k8s.io/scheduler-library, is missing from
 # the checksum database (its lookup answers 404): go.sum holds its hash, and
 # writing go.sum again (go get, go mod tidy in hack/tools/kueue) must not ask.
 export GONOSUMDB="${GONOSUMDB:+${GONOSUMDB},}sigs.k8s.io/scheduler-library"
 
-# name | module dir (relative to hack/tools) | package | ldflags
+# name | module dir (relative to hack/tools) | package | ldflags | build tags
 catalog() {
 	cat <<CATALOG
 etcd|.|github.com/trainjob-operator/trainjob-operator/hack/tools/etcd|-s -w
@@ -60,6 +63,7 @@ imagebuild|image|github.com/trainjob-operator/trainjob-operator/hack/tools/image
 helm|helm|helm.sh/helm/v3/cmd/helm|${helm_ldflags}
 kubeflow-trainer|kubeflow|github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager|-s -w
 jobset|kubeflow|sigs.k8s.io/jobset|-s -w
+prometheus|prometheus|github.com/prometheus/prometheus/cmd/prometheus|${prometheus_ldflags}|remove_all_sd
 CATALOG
 }
 
@@ -87,17 +91,17 @@ want() {
 }
 
 total=0 built=0
-while IFS='|' read -r name dir pkg flags; do
+while IFS='|' read -r name dir pkg flags tags; do
 	want "${name}" || continue
 	total=$((total + 1))
-	fp="$(fingerprint "${dir}" "${flags}")"
+	fp="$(fingerprint "${dir}" "${flags}${tags:+ tags ${tags}}")"
 	if [ -x "${bin}/${name}" ] && [ "$(cat "${stamps}/${name}" 2>/dev/null)" = "${fp}" ]; then
 		echo "tools: ${name}: up to date"
 		continue
 	fi
 	echo "tools: ${name}: building ${pkg} ..."
 	start=$(date +%s)
-	(cd "${tools}/${dir}" && CGO_ENABLED=0 go build -trimpath -ldflags "${flags}" -o "${bin}/${name}.tmp" "${pkg}")
+	(cd "${tools}/${dir}" && CGO_ENABLED=0 go build -trimpath -tags "${tags}" -ldflags "${flags}" -o "${bin}/${name}.tmp" "${pkg}")
 	mv "${bin}/${name}.tmp" "${bin}/${name}"
 	echo "${fp}" > "${stamps}/${name}"
 	built=$((built + 1))
