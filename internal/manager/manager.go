@@ -133,6 +133,9 @@ func New(restConfig *rest.Config, cfg *configv1alpha1.Configuration, opts Option
 	}
 
 	metrics.Register()
+	if err := setupMetrics(mgr, opts.Clock); err != nil {
+		return nil, err
+	}
 	r := trainjob.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder(trainjob.ControllerName),
 		trainjob.WithClock(opts.Clock), trainjob.WithWorkers(int(*cfg.Controller.TrainJobWorkers)))
 	if err := r.SetupWithManager(mgr); err != nil {

@@ -77,9 +77,9 @@ var (
 
 // DueTimes keeps one due time per TrainJob and exports them at scrape time.
 type DueTimes struct {
-	mu   sync.Mutex
-	due  map[types.NamespacedName]time.Time
-	desc *prometheus.Desc
+	mu    sync.Mutex
+	due   map[types.NamespacedName]time.Time
+	descs []*prometheus.Desc
 	// collect turns the due times into metrics.
 	collect func(d *DueTimes, now time.Time, ch chan<- prometheus.Metric)
 	clock   clock.PassiveClock
@@ -107,7 +107,11 @@ func (d *DueTimes) Len() int {
 }
 
 // Describe implements prometheus.Collector.
-func (d *DueTimes) Describe(ch chan<- *prometheus.Desc) { ch <- d.desc }
+func (d *DueTimes) Describe(ch chan<- *prometheus.Desc) {
+	for _, desc := range d.descs {
+		ch <- desc
+	}
+}
 
 // Collect implements prometheus.Collector.
 func (d *DueTimes) Collect(ch chan<- prometheus.Metric) {
@@ -116,17 +120,29 @@ func (d *DueTimes) Collect(ch chan<- prometheus.Metric) {
 	d.collect(d, d.clock.Now(), ch)
 }
 
-// NewPendingDeletions returns the collector of trainjob_ttl_pending_deletions:
+// NewPendingDeletions returns the collector of trainjob_ttl_pending_deletions,
 // the number of finished (or suspended) TrainJobs waiting for their TTL or
-// retention period to expire.
+// retention period to expire, and of trainjob_ttl_deletion_overdue_seconds,
+// how long past its due time the most overdue of them is: a deletion that
+// keeps failing shows there before it shows in the latency histogram, which
+// sees only deletions made.
 func NewPendingDeletions(c clock.PassiveClock) *DueTimes {
 	return &DueTimes{
 		due:   map[types.NamespacedName]time.Time{},
 		clock: c,
-		desc: prometheus.NewDesc(namespace+"_ttl_pending_deletions",
-			"TrainJobs waiting for their TTL or retention period to expire.", nil, nil),
-		collect: func(d *DueTimes, _ time.Time, ch chan<- prometheus.Metric) {
-			ch <- prometheus.MustNewConstMetric(d.desc, prometheus.GaugeValue, float64(len(d.due)))
+		descs: []*prometheus.Desc{
+			prometheus.NewDesc(namespace+"_ttl_pending_deletions",
+				"TrainJobs waiting for their TTL or retention period to expire.", nil, nil),
+			prometheus.NewDesc(namespace+"_ttl_deletion_overdue_seconds",
+				"Seconds the most overdue TrainJob waiting for deletion is past its TTL or retention period; 0 when none is.", nil, nil),
+		},
+		collect: func(d *DueTimes, now time.Time, ch chan<- prometheus.Metric) {
+			var overdue time.Duration
+			for _, due := range d.due {
+				overdue = max(overdue, now.Sub(due))
+			}
+			ch <- prometheus.MustNewConstMetric(d.descs[0], prometheus.GaugeValue, float64(len(d.due)))
+			ch <- prometheus.MustNewConstMetric(d.descs[1], prometheus.GaugeValue, overdue.Seconds())
 		},
 	}
 }
@@ -139,11 +155,11 @@ func NewDeadlineRemaining(c clock.PassiveClock) *DueTimes {
 	return &DueTimes{
 		due:   map[types.NamespacedName]time.Time{},
 		clock: c,
-		desc: prometheus.NewDesc(namespace+"_active_deadline_remaining_seconds",
-			"Seconds until a running TrainJob reaches spec.activeDeadlineSeconds.", []string{"namespace", "name"}, nil),
+		descs: []*prometheus.Desc{prometheus.NewDesc(namespace+"_active_deadline_remaining_seconds",
+			"Seconds until a running TrainJob reaches spec.activeDeadlineSeconds.", []string{"namespace", "name"}, nil)},
 		collect: func(d *DueTimes, now time.Time, ch chan<- prometheus.Metric) {
 			for key, due := range d.due {
-				ch <- prometheus.MustNewConstMetric(d.desc, prometheus.GaugeValue, due.Sub(now).Seconds(), key.Namespace, key.Name)
+				ch <- prometheus.MustNewConstMetric(d.descs[0], prometheus.GaugeValue, due.Sub(now).Seconds(), key.Namespace, key.Name)
 			}
 		},
 	}
@@ -162,6 +178,7 @@ var (
 // Register adds the metrics to controller-runtime's registry, once.
 func Register() {
 	registerOnce.Do(func() {
-		crmetrics.Registry.MustRegister(TTLDeletions, TTLDeletionLatency, DeadlineExceeded, Finished, Restarts, PendingDeletions, DeadlineRemaining, APIRequests)
+		crmetrics.Registry.MustRegister(TTLDeletions, TTLDeletionLatency, DeadlineExceeded, Finished, Restarts, PendingDeletions, DeadlineRemaining, APIRequests,
+			TimeToRunning, DeadlineDelay, TrainJobs)
 	})
 }
