@@ -155,18 +155,23 @@ DEV_KUEUE := $(if $(filter 1 true yes,$(KUEUE)),kueue)
 # scheduler-plugins beside kube-scheduler, building it first if needed.
 COSCHEDULING ?=
 DEV_COSCHEDULER := $(if $(filter 1 true yes,$(COSCHEDULING)),coscheduler)
-DEV_FLAGS := $(if $(DEV_KUEUE),--kueue) $(if $(DEV_COSCHEDULER),--coscheduler)
+# PROMETHEUS=1 also runs Prometheus, scraping the manager and kube-apiserver
+# with the chart's alerts, building it first if needed: see
+# docs/observability.md.
+PROMETHEUS ?=
+DEV_PROMETHEUS := $(if $(filter 1 true yes,$(PROMETHEUS)),prometheus)
+DEV_FLAGS := $(if $(DEV_KUEUE),--kueue) $(if $(DEV_COSCHEDULER),--coscheduler) $(if $(DEV_PROMETHEUS),--prometheus)
 
 .PHONY: dev
-dev: tools build $(DEV_KUEUE) $(DEV_COSCHEDULER) ## Run the product on a local control plane, apply the samples and show their lifecycles; Ctrl-C tears down (KUEUE=1: with Kueue; COSCHEDULING=1: with a gang scheduler).
+dev: tools build $(DEV_KUEUE) $(DEV_COSCHEDULER) $(DEV_PROMETHEUS) ## Run the product on a local control plane, apply the samples and show their lifecycles; Ctrl-C tears down (KUEUE=1: with Kueue; COSCHEDULING=1: with a gang scheduler; PROMETHEUS=1: with Prometheus).
 	$(BIN)/trainjob-dev run $(DEV_FLAGS)
 
 .PHONY: dev-up
-dev-up: tools build $(DEV_KUEUE) $(DEV_COSCHEDULER) ## Bring the local cluster and the manager up and leave them running (kubeconfig: .dev/kubeconfig; KUEUE=1: with Kueue; COSCHEDULING=1: with a gang scheduler).
+dev-up: tools build $(DEV_KUEUE) $(DEV_COSCHEDULER) $(DEV_PROMETHEUS) ## Bring the local cluster and the manager up and leave them running (kubeconfig: .dev/kubeconfig; KUEUE=1: with Kueue; COSCHEDULING=1: with a gang scheduler; PROMETHEUS=1: with Prometheus).
 	$(BIN)/trainjob-dev up $(DEV_FLAGS)
 
 .PHONY: dev-down
-dev-down: ## Stop the manager (and Kueue, the coscheduling scheduler) and delete the local cluster.
+dev-down: ## Stop the manager (and Kueue, the coscheduling scheduler, Prometheus) and delete the local cluster.
 	@test -x $(BIN)/trainjob-dev || go build -o $(BIN)/trainjob-dev ./cmd/trainjob-dev
 	$(BIN)/trainjob-dev down
 

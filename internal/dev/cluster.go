@@ -83,6 +83,11 @@ type Options struct {
 	// by `hack/build-tools.sh coscheduler`, beside kube-scheduler (see
 	// coscheduler.go).
 	Coscheduler bool
+	// Prometheus also runs Prometheus, built into BinDir by
+	// `hack/build-tools.sh prometheus`, scraping the manager, whose metrics
+	// are then served over HTTPS as in a cluster, and kube-apiserver (see
+	// prometheus.go).
+	Prometheus bool
 	// KueuePodsReadyTimeout is Kueue's waitForPodsReady timeout; Kueue's
 	// default (30 minutes) if zero.
 	KueuePodsReadyTimeout time.Duration
@@ -188,6 +193,11 @@ func Up(ctx context.Context, o Options) error {
 			return err
 		}
 	}
+	if o.Prometheus {
+		if err := o.needPrometheus(); err != nil {
+			return err
+		}
+	}
 	if err := os.MkdirAll(o.WorkDir, 0o755); err != nil {
 		return err
 	}
@@ -259,6 +269,11 @@ func Up(ctx context.Context, o Options) error {
 			return err
 		}
 	}
+	if o.Prometheus {
+		if err := EnsurePrometheus(ctx, o); err != nil {
+			return err
+		}
+	}
 	step(o, "ready in %s: export KUBECONFIG=%s", time.Since(start).Round(100*time.Millisecond), o.Kubeconfig())
 	return nil
 }
@@ -288,7 +303,7 @@ func Down(ctx context.Context, o Options) error {
 		step(o, "stopping Kueue (pid %d)", pid)
 		errs = append(errs, stopProcess(pid))
 	}
-	errs = append(errs, stopCoscheduler(o), stopKubeflow(o))
+	errs = append(errs, stopCoscheduler(o), stopKubeflow(o), stopPrometheus(o))
 	if exists, err := kwokClusterExists(ctx, o); err != nil {
 		errs = append(errs, err)
 	} else if exists {

@@ -62,6 +62,12 @@ gang scheduler of a runtime's podGroupPolicy coscheduling. Pods name it with
 schedulerName: scheduler-plugins-scheduler. run also applies
 config/samples/gang. See docs/compatibility.md#gang-scheduling.
 
+With --prometheus (make dev PROMETHEUS=1), Prometheus runs on this machine,
+built into bin/prometheus by 'make prometheus', scraping the manager (over
+HTTPS with a ServiceAccount's token, as the Helm chart's ServiceMonitor does)
+and kube-apiserver, and evaluating the chart's alerts. See
+docs/observability.md.
+
 The kubeconfig is written to .dev/kubeconfig.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -73,6 +79,7 @@ The kubeconfig is written to .dev/kubeconfig.`,
 	f.IntVar(&o.Nodes, "nodes", 4, "Simulated nodes to create")
 	f.StringVar(&o.Name, "cluster-name", "trainjob-dev", "Name of the local cluster")
 	f.BoolVar(&o.Kueue, "kueue", false, "Also run Kueue (bin/kueue) with its TrainJob integration, and apply config/samples/kueue")
+	f.BoolVar(&o.Prometheus, "prometheus", false, "Also run Prometheus (bin/prometheus), scraping the manager and kube-apiserver, with the chart's alerts")
 	f.BoolVar(&o.Coscheduler, "coscheduler", false, "Also run the coscheduling scheduler (bin/coscheduler) with the PodGroup CRD, and apply config/samples/gang")
 
 	options := func() (Options, error) {
@@ -159,6 +166,9 @@ func runLive(parent context.Context, out io.Writer, o Options) (err error) {
 	}
 	if o.Coscheduler {
 		fmt.Fprintf(out, "dev: the gangs: bin/kubectl get podgroups.scheduling.x-k8s.io -A (the coscheduling scheduler logs to %s)\n", o.CoschedulerLog())
+	}
+	if url, err := PrometheusURL(o); o.Prometheus && err == nil {
+		fmt.Fprintf(out, "dev: Prometheus: %s (alerts: %s/alerts; it logs to %s)\n", url, url, o.PrometheusLog())
 	}
 	fmt.Fprintln(out, "dev: press Ctrl-C to stop and tear everything down")
 

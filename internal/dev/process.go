@@ -64,7 +64,7 @@ func ensureManager(ctx context.Context, o Options, st *state, configPath string)
 	}
 	m := managerProcess{
 		name: "the manager", logPath: o.ManagerLog(), configPath: configPath, certDir: filepath.Join(o.WorkDir, "certs"),
-		webhookPort: st.WebhookPort, metricsPort: st.MetricsPort, healthPort: st.HealthPort, extraArgs: o.ManagerArgs,
+		webhookPort: st.WebhookPort, metricsPort: st.MetricsPort, healthPort: st.HealthPort, extraArgs: o.managerArgs(),
 	}
 	pid, exited, err := m.launch(o)
 	if err != nil {
