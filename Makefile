@@ -27,6 +27,7 @@ GO_TEST_FLAGS ?= -count=1
 INTEGRATION_TIMEOUT ?= 20m
 E2E_TIMEOUT ?= 15m
 E2E_KUEUE_TIMEOUT ?= 15m
+E2E_PROMETHEUS_TIMEOUT ?= 10m
 # How much each fuzz target runs: briefly in make test, longer on demand
 # (make test-fuzz FUZZ_TIME=2000000x). A count rather than a duration: with a
 # duration, Go 1.26's fuzz coordinator can report its own stop as a failure,
@@ -178,7 +179,7 @@ dev-down: ## Stop the manager (and Kueue, the coscheduling scheduler, Prometheus
 ##@ Tests
 
 .PHONY: test
-test: tools vet test-unit test-fuzz test-integration test-e2e test-e2e-kueue test-faults-short ## Run every test suite (builds the tools, and Kueue, first if needed).
+test: tools vet test-unit test-fuzz test-integration test-e2e test-e2e-kueue test-e2e-prometheus test-faults-short ## Run every test suite (builds the tools, and Kueue and Prometheus, first if needed).
 
 .PHONY: test-unit
 test-unit: ## Run the unit tests, and those of the image builder (hack/tools/image).
@@ -206,6 +207,11 @@ test-e2e: tools build coscheduler ## Run the end-to-end tests on a local cluster
 .PHONY: test-e2e-kueue
 test-e2e-kueue: tools build kueue ## Run the end-to-end tests with Kueue (built first if needed) on a local cluster of their own.
 	go test $(GO_TEST_FLAGS) -v -timeout $(E2E_KUEUE_TIMEOUT) ./test/e2e-kueue/... 2>&1 | \
+		grep --line-buffered -vE '^=== (RUN|PAUSE|CONT)'
+
+.PHONY: test-e2e-prometheus
+test-e2e-prometheus: tools build prometheus ## Check the chart's alerts and dashboard against the real Prometheus (built first if needed) on a local cluster of their own.
+	go test $(GO_TEST_FLAGS) -v -timeout $(E2E_PROMETHEUS_TIMEOUT) ./test/e2e-prometheus/... 2>&1 | \
 		grep --line-buffered -vE '^=== (RUN|PAUSE|CONT)'
 
 .PHONY: test-faults

@@ -1,0 +1,373 @@
+/*
+Copyright The trainjob-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package e2eprometheus
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
+	"github.com/trainjob-operator/trainjob-operator/internal/dev"
+	utiltesting "github.com/trainjob-operator/trainjob-operator/internal/util/testing"
+)
+
+// Annotations that set how long a simulated Pod runs, and whether it fails.
+const (
+	runFor  = "pod-complete.stage.kwok.x-k8s.io/delay"
+	failFor = "pod-fail.stage.trainjob-operator.dev/delay"
+)
+
+// rangeStep is the resolution of the dashboard's range queries: the
+// scrape interval.
+var rangeStep = dev.PrometheusInterval
+
+// TestAlertsAndDashboard runs TrainJobs through what the alerts and the
+// dashboard watch (running, finished, failed, past a deadline, deleted by
+// TTL, suspended, not created, refused), stops the manager, and then
+// holds every alert and dashboard query to the real Prometheus: each
+// parses, each series it selects was scraped, each dashboard query
+// returns data, and the alerts of the fault (manager down, webhook
+// errors) fire. Their order matters: the last step reads what the others
+// made.
+func TestAlertsAndDashboard(t *testing.T) {
+	ns := newNamespace(t)
+	t.Run("lifecycle", func(t *testing.T) { lifecycle(t, ns) })
+	if t.Failed() {
+		return
+	}
+	t.Run("manager down", func(t *testing.T) { managerDown(t, ns) })
+	t.Run("every query has data", everyQueryHasData)
+}
+
+func trainJob(name, ns string, d time.Duration) *utiltesting.TrainJobWrapper {
+	return utiltesting.MakeTrainJob(name, ns).Annotation(runFor, d.String()).Command("torchrun", "train.py")
+}
+
+func create(t *testing.T, obj client.Object) {
+	t.Helper()
+	if err := k8s.Create(context.Background(), obj); err != nil {
+		t.Fatalf("creating %s: %v", obj.GetName(), err)
+	}
+}
+
+// waitState waits until the TrainJob's status.state is want (with reason,
+// if not empty, on the condition behind it).
+func waitState(t *testing.T, ns, name, want, reason string) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("TrainJob %s to be %s %s", name, want, reason), func() error {
+		var tj trainer.TrainJob
+		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &tj); err != nil {
+			return err
+		}
+		if tj.Status.State != want {
+			return fmt.Errorf("state %q, conditions %+v", tj.Status.State, tj.Status.Conditions)
+		}
+		if reason != "" && !slices.ContainsFunc(tj.Status.Conditions, func(c metav1.Condition) bool { return c.Reason == reason }) {
+			return fmt.Errorf("no condition with reason %s: %+v", reason, tj.Status.Conditions)
+		}
+		return nil
+	})
+}
+
+func lifecycle(t *testing.T, ns string) {
+	ctx := context.Background()
+	// A Job in the way of a TrainJob's: it stays Created=False, NameTaken.
+	create(t, utiltesting.MakeJob("taken-node-0", ns, "busybox").Obj())
+	create(t, trainJob("taken", ns, time.Second).Obj())
+	create(t, trainJob("finishes", ns, 2*time.Second).TTL(3).Obj())
+	create(t, trainJob("deadline", ns, 10*time.Minute).Deadline(15).Obj())
+	noRetries := utiltesting.MakeRuntimeSpec().Torch()
+	noRetries.Template.Spec.ReplicatedJobs[0].Template.Spec.BackoffLimit = ptr.To[int32](0)
+	create(t, noRetries.Runtime("no-retries", ns))
+	create(t, trainJob("fails", ns, 10*time.Minute).RuntimeRef(trainer.TrainingRuntimeKind, "no-retries").Annotation(failFor, "2s").Obj())
+	create(t, trainJob("suspended", ns, 10*time.Minute).Obj())
+	// Jobs the API server refuses: the webhook refuses the TrainJob.
+	refused := trainJob("refused", ns, time.Second).Resources(corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")},
+		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")},
+	}).Obj()
+	if err := k8s.Create(ctx, refused); err == nil || !strings.Contains(err.Error(), "denied the request") {
+		t.Errorf("creating a TrainJob whose Jobs are invalid: %v, want the webhook's refusal", err)
+	}
+
+	// A TrainJob every few scrapes, so that rates over Grafana's
+	// $__rate_interval (four scrapes) see requests and the quantiles of
+	// the time to running have observations at more than one time.
+	for i := range 4 {
+		time.Sleep(2 * dev.PrometheusInterval)
+		create(t, trainJob(fmt.Sprintf("steady-%d", i), ns, time.Second).TTL(2).Obj())
+	}
+
+	waitState(t, ns, "taken", trainer.TrainJobStateCreated, trainer.TrainJobNameTakenReason)
+	waitState(t, ns, "suspended", trainer.TrainJobStateRunning, "")
+	patch := client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"suspend":true}}`))
+	if err := k8s.Patch(ctx, &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "suspended"}}, patch); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, ns, "suspended", trainer.TrainJobStateSuspended, "")
+	waitState(t, ns, "fails", trainer.TrainJobStateFailed, trainer.TrainJobJobFailedReason)
+	eventually(t, "TrainJob finishes to be deleted by its TTL", func() error {
+		var tj trainer.TrainJob
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "finishes"}, &tj); err == nil {
+			return fmt.Errorf("still there: %s", tj.Status.State)
+		}
+		return nil
+	})
+	waitState(t, ns, "deadline", trainer.TrainJobStateFailed, trainer.TrainJobDeadlineExceededReason)
+
+	// Prometheus has scraped what the leader observed once it shows the
+	// deadline's delay.
+	eventually(t, "Prometheus to have scraped the deadline's delay", func() error {
+		return hasSamples(`trainjob_deadline_enforcement_delay_seconds_count{job="` + dev.PrometheusManagerJob + `"} > 0`)
+	})
+	eventually(t, "Prometheus to show the TrainJobs by state", func() error {
+		return hasSamples(`trainjob_trainjobs{state="Created", reason="NameTaken"} == 1`)
+	})
+}
+
+// managerDown stops the manager and waits until the alerts of that fault
+// are active (pending for their `for`, or firing): the manager down, and
+// the API server failing to call its webhook. Users keep creating
+// TrainJobs meanwhile: a rate sees a counter's increase, not the first
+// value of a new series.
+func managerDown(t *testing.T, ns string) {
+	if err := dev.KillManager(devOpts); err != nil {
+		t.Fatalf("killing the manager: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := dev.Up(context.Background(), devOpts); err != nil {
+			t.Errorf("starting the manager again: %v", err)
+		}
+	})
+	var tried time.Time
+	tryCreate := func() {
+		if time.Since(tried) < dev.PrometheusInterval {
+			return
+		}
+		tried = time.Now()
+		err := k8s.Create(context.Background(), trainJob("no-webhook", ns, time.Second).Obj())
+		if err == nil || !strings.Contains(err.Error(), "failed calling webhook") {
+			t.Errorf("creating a TrainJob with the manager down: %v, want the API server's failure to call the webhook", err)
+		}
+	}
+	for _, alert := range []string{"TrainJobOperatorDown", "TrainJobWebhookErrors"} {
+		eventuallyWithin(t, 2*time.Minute, "alert "+alert+" to be active", func() error {
+			tryCreate()
+			var alerts struct {
+				Alerts []struct {
+					Labels map[string]string
+					State  string
+				}
+			}
+			if err := prometheusAPI("alerts", nil, &alerts); err != nil {
+				return err
+			}
+			var states []string
+			for _, a := range alerts.Alerts {
+				if a.Labels["alertname"] == alert {
+					return nil
+				}
+				states = append(states, a.Labels["alertname"]+" "+a.State)
+			}
+			return fmt.Errorf("active alerts: %v", states)
+		})
+		t.Logf("alert %s active", alert)
+	}
+}
+
+// query is an expression of the chart's, and where it is from.
+type query struct {
+	from, expr string
+	// dashboard: a panel's query, which must return data; an alert's
+	// returns series only when it fires.
+	dashboard bool
+}
+
+// chartQueries reads the alerts' expressions and the dashboard's queries
+// from the chart, with Grafana's $__rate_interval as the scrape interval
+// times four, as Grafana sets it.
+func chartQueries(t *testing.T) []query {
+	t.Helper()
+	dir := filepath.Join(repoRoot, "charts", "trainjob-operator", "monitoring")
+	var rules struct {
+		Groups []struct {
+			Rules []struct{ Alert, Expr string }
+		}
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "alerts.yaml"))
+	if err == nil {
+		err = yaml.Unmarshal(data, &rules)
+	}
+	if err != nil {
+		t.Fatalf("monitoring/alerts.yaml: %v", err)
+	}
+	var qs []query
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			qs = append(qs, query{from: "alert " + r.Alert, expr: r.Expr})
+		}
+	}
+	var dashboard struct {
+		Panels []struct {
+			Title   string
+			Targets []struct{ Expr, RefID string }
+		}
+	}
+	data, err = os.ReadFile(filepath.Join(dir, "dashboard.json"))
+	if err == nil {
+		err = json.Unmarshal(data, &dashboard)
+	}
+	if err != nil {
+		t.Fatalf("monitoring/dashboard.json: %v", err)
+	}
+	rateInterval := (4 * dev.PrometheusInterval).String()
+	for _, p := range dashboard.Panels {
+		for _, target := range p.Targets {
+			qs = append(qs, query{from: fmt.Sprintf("panel %q %s", p.Title, target.RefID), expr: strings.ReplaceAll(target.Expr, "$__rate_interval", rateInterval), dashboard: true})
+		}
+	}
+	if len(qs) < 20 {
+		t.Fatalf("%d queries in the chart: are the files read right?", len(qs))
+	}
+	return qs
+}
+
+// everyQueryHasData holds each alert and panel of the chart to what
+// Prometheus scraped during the test: the expression parses, every series
+// it selects exists, and a panel's query returns data over the test.
+func everyQueryHasData(t *testing.T) {
+	start, end := started, time.Now()
+	for _, q := range chartQueries(t) {
+		var ast any
+		if err := prometheusAPI("parse_query", url.Values{"query": {q.expr}}, &ast); err != nil {
+			t.Errorf("%s does not parse: %v\n%s", q.from, err, q.expr)
+			continue
+		}
+		for _, sel := range selectors(ast) {
+			var series []map[string]string
+			params := url.Values{"match[]": {sel}, "start": {unix(start)}, "end": {unix(end)}}
+			if err := prometheusAPI("series", params, &series); err != nil {
+				t.Errorf("%s: series %s: %v", q.from, sel, err)
+			} else if len(series) == 0 {
+				t.Errorf("%s selects %s, of which Prometheus scraped no series", q.from, sel)
+			}
+		}
+		if !q.dashboard {
+			continue
+		}
+		var result struct {
+			Result []struct {
+				Metric map[string]string
+				Values [][2]any
+			}
+		}
+		params := url.Values{"query": {q.expr}, "start": {unix(start)}, "end": {unix(end)}, "step": {rangeStep.String()}}
+		if err := prometheusAPI("query_range", params, &result); err != nil {
+			t.Errorf("%s: %v\n%s", q.from, err, q.expr)
+			continue
+		}
+		points := 0
+		for _, r := range result.Result {
+			for _, v := range r.Values {
+				if f, err := strconv.ParseFloat(fmt.Sprint(v[1]), 64); err == nil && !math.IsNaN(f) {
+					points++
+				}
+			}
+		}
+		if points == 0 {
+			t.Errorf("%s returns no data over the test (%d series):\n%s", q.from, len(result.Result), q.expr)
+		}
+	}
+	// The rules Prometheus evaluates are the chart's, and evaluate.
+	var rules struct {
+		Groups []struct {
+			Rules []struct{ Name, Health, LastError string }
+		}
+	}
+	if err := prometheusAPI("rules", nil, &rules); err != nil {
+		t.Fatal(err)
+	}
+	evaluated := 0
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			evaluated++
+			if r.Health != "ok" {
+				t.Errorf("rule %s: health %s: %s", r.Name, r.Health, r.LastError)
+			}
+		}
+	}
+	if evaluated == 0 {
+		t.Error("Prometheus evaluates no rule: is the chart's rule file loaded?")
+	}
+}
+
+// selectors lists the series selectors of a query, from the syntax tree
+// Prometheus' /api/v1/parse_query gives.
+func selectors(node any) []string {
+	var out []string
+	switch n := node.(type) {
+	case map[string]any:
+		if t := n["type"]; t == "vectorSelector" || t == "matrixSelector" {
+			var ms []string
+			matchers, _ := n["matchers"].([]any)
+			for _, m := range matchers {
+				m, _ := m.(map[string]any)
+				ms = append(ms, fmt.Sprintf("%s%s%s", m["name"], m["type"], strconv.Quote(fmt.Sprint(m["value"]))))
+			}
+			return []string{"{" + strings.Join(ms, ", ") + "}"}
+		}
+		for _, v := range n {
+			out = append(out, selectors(v)...)
+		}
+	case []any:
+		for _, v := range n {
+			out = append(out, selectors(v)...)
+		}
+	}
+	return out
+}
+
+func unix(t time.Time) string { return strconv.FormatInt(t.Unix(), 10) }
+
+// hasSamples reports whether an instant query returns a sample now.
+func hasSamples(expr string) error {
+	var result struct{ Result []any }
+	if err := prometheusAPI("query", url.Values{"query": {expr}}, &result); err != nil {
+		return err
+	}
+	if len(result.Result) == 0 {
+		return fmt.Errorf("%s: no sample", expr)
+	}
+	return nil
+}
