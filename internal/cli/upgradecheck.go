@@ -302,7 +302,7 @@ func checkTrainJob(ctx context.Context, cl client.Client, obj *unstructured.Unst
 	}
 	f.now = state(&tj)
 	note := droppedNote(dropped)
-	if finished, _ := lifecycle.IsFinished(&tj); finished {
+	if tj.FinishedCondition() != nil {
 		f.verdict = verdictKept
 		if lifecycle.TTLAfterFinished(&tj) != nil {
 			f.why = "finished: its ttlSecondsAfterFinished deletes it"

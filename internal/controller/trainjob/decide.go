@@ -25,7 +25,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
-	"github.com/trainjob-operator/trainjob-operator/internal/lifecycle"
 )
 
 // decision is what a reconcile decides from what it observed: the status
@@ -88,7 +87,7 @@ func decide(tj *trainer.TrainJob, obs *observed, now metav1.Time) *decision {
 	if d.deleting {
 		return d
 	}
-	d.finished, _ = lifecycle.IsFinished(tj)
+	d.finished = tj.FinishedCondition() != nil
 	failures := append(recordOutcomes(&d.next.Status, obs.children, d.finished), recordVanished(&d.next.Status, obs.vanished, now.Time)...)
 	var fail *failure
 	if len(failures) > 0 {

@@ -106,7 +106,7 @@ func (r *Reconciler) observe(ctx context.Context, tj *trainer.TrainJob) (*observ
 	obs.errs = append(obs.errs, r.lookUpMissing(ctx, tj, obs))
 	svc, err := r.getService(ctx, tj)
 	obs.service, obs.noService, obs.errs = svc, svc == nil && err == nil, append(obs.errs, err)
-	if finished, _ := lifecycle.IsFinished(tj); finished || tj.DeletionTimestamp != nil ||
+	if tj.FinishedCondition() != nil || tj.DeletionTimestamp != nil ||
 		allCreated(tj) && !resuming(tj, obs.children) {
 		return obs, nil
 	}

@@ -244,7 +244,7 @@ func countFinished(old, cur *trainer.TrainJob) {
 // finished: what the status write from old to cur concluded. Nil if that
 // write finished nothing.
 func finishedBy(old, cur *trainer.TrainJob) *metav1.Condition {
-	if was, _ := lifecycle.IsFinished(old); was {
+	if old.FinishedCondition() != nil {
 		return nil
 	}
 	for _, t := range []string{trainer.TrainJobComplete, trainer.TrainJobFailed} {

@@ -61,9 +61,7 @@ const conflictRetry = time.Second
 // deadlinePriority is the queue priority of a TrainJob coming back at its
 // active deadline, or to stop the children still running when it finished.
 // Events that bring TrainJobs in have priority 0 or below, so a deadline is
-// not served after a backlog of them: with 1,000 TrainJobs starting at
-// once, deadlines queued behind their events were enforced 27 s late at the
-// median.
+// not served after a backlog of them (a burst of new TrainJobs).
 const deadlinePriority = 100
 
 // waitRetry is how often a TrainJob that waits on something no watch event
@@ -255,7 +253,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		r.emitRestart(stored, d.restart)
 	}
 	deadline := d.deadline
-	if finished, _ := lifecycle.IsFinished(stored); finished {
+	if stored.FinishedCondition() != nil {
 		deadline = time.Time{}
 	}
 	if finishedBy(tj, stored) != nil {
@@ -302,7 +300,7 @@ func (r *Reconciler) act(ctx context.Context, stored *trainer.TrainJob, obs *obs
 	// The Jobs of earlier attempts go, the TrainJob running or not: their
 	// outcomes no longer count.
 	errs = append(errs, r.deleteJobs(ctx, previous, "of an earlier restart attempt"))
-	finished, _ := lifecycle.IsFinished(stored)
+	finished := stored.FinishedCondition() != nil
 	if finished {
 		// No Pod of the TrainJob needs its Service's DNS names any more.
 		errs = append(errs, r.stopChildren(ctx, d.children), r.deleteService(ctx, stored, obs.service))
