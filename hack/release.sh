@@ -103,7 +103,9 @@ echo "release: ${VERSION}: ${dist}/install.yaml, ${dist}/runtimes.yaml, ${dist}/
 platforms="${TRAINCTL_PLATFORMS-linux/amd64 linux/arm64 darwin/amd64 darwin/arm64}"
 [ -n "${platforms}" ] || exit 0
 release_url="${RELEASE_URL:-https://github.com/trainjob-operator/trainjob-operator/releases/download/${VERSION}}"
-ldflags="${VERSION_LDFLAGS:--X github.com/trainjob-operator/trainjob-operator/internal/version.version=${VERSION} -X github.com/trainjob-operator/trainjob-operator/internal/version.revision=$(git rev-parse HEAD 2>/dev/null || echo unknown)}"
+# The version is the release's, whatever version the caller's environment
+# stamps other builds with.
+ldflags="-X github.com/trainjob-operator/trainjob-operator/internal/version.version=${VERSION} -X github.com/trainjob-operator/trainjob-operator/internal/version.revision=$(git rev-parse HEAD 2>/dev/null || echo unknown)"
 sha256() { # file: its SHA-256, in hex
 	if command -v sha256sum >/dev/null; then sha256sum "$1"; else shasum -a 256 "$1"; fi | cut -d' ' -f1
 }
