@@ -78,10 +78,35 @@ type observed struct {
 	errs []error
 }
 
-// getTrainJob reads the TrainJob of key, as this process last wrote it if
-// the cache has not caught up with that write yet. It returns nil if the
-// TrainJob does not exist.
-func (r *Reconciler) getTrainJob(ctx context.Context, key types.NamespacedName) (*trainer.TrainJob, error) {
+// getTrainJob reads the TrainJob of key from the cache. It returns nil if
+// the TrainJob does not exist, and wait set while the cache has not caught
+// up with this process's last status write to it: the reconcile then waits
+// for the write's event. The TrainJob is returned with wait too, as the
+// cache holds it.
+func (r *Reconciler) getTrainJob(ctx context.Context, key types.NamespacedName) (tj *trainer.TrainJob, wait bool, err error) {
+	// The write awaited is looked up before the cache is read: its event,
+	// should it come between the two, leaves the cache caught up.
+	awaited := r.writes.expected(key)
+	if tj, err = r.cachedTrainJob(ctx, key); tj == nil || err != nil {
+		return tj, false, err
+	}
+	switch {
+	case awaited == nil:
+		return tj, false, nil
+	case !awaited.behind(tj):
+		r.writes.observe(tj)
+		return tj, false, nil
+	case r.writes.wait(key, awaited):
+		return tj, true, nil
+	}
+	// The write's event came meanwhile: the cache holds it now.
+	tj, err = r.cachedTrainJob(ctx, key)
+	return tj, false, err
+}
+
+// cachedTrainJob reads the TrainJob of key from the cache, nil if it does
+// not exist.
+func (r *Reconciler) cachedTrainJob(ctx context.Context, key types.NamespacedName) (*trainer.TrainJob, error) {
 	var tj trainer.TrainJob
 	if err := r.client.Get(ctx, key, &tj); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -89,7 +114,7 @@ func (r *Reconciler) getTrainJob(ctx context.Context, key types.NamespacedName) 
 		}
 		return nil, err
 	}
-	return r.writes.latest(&tj, r.clock.Now()), nil
+	return &tj, nil
 }
 
 // observe reads what the TrainJob's decision depends on: its children, what

@@ -32,7 +32,8 @@ import (
 )
 
 // Filters of update events. The controller reconciles a TrainJob in one pass
-// and never waits for the event of its own status write, so updates that
+// and waits for the event of its own status write only when a reconcile
+// starts before it (statusWrites.observer passes that one), so updates that
 // change nothing it reads are not worth a reconcile: under load they were
 // most of its work.
 

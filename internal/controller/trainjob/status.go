@@ -21,7 +21,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -167,9 +166,9 @@ func updateJobsStatus(status *trainer.TrainJobStatus, children []child) {
 // writeStatus writes next's status, with its state, if it differs from
 // tj's, and returns the TrainJob as stored. The events of what changed are
 // recorded (created, the message of the event of Jobs created, if any) and
-// the finish is counted once the write succeeded; the written TrainJob is
-// remembered until the cache catches up with it.
-func (r *Reconciler) writeStatus(ctx context.Context, tj, next *trainer.TrainJob, created string, now time.Time) (*trainer.TrainJob, error) {
+// the finish is counted once the write succeeded; the next reconcile waits
+// until the cache shows the write.
+func (r *Reconciler) writeStatus(ctx context.Context, tj, next *trainer.TrainJob, created string) (*trainer.TrainJob, error) {
 	next.Status.State = lifecycle.State(next)
 	if equality.Semantic.DeepEqual(tj.Status, next.Status) {
 		return tj, nil
@@ -177,7 +176,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, tj, next *trainer.TrainJob
 	if err := r.client.Status().Update(ctx, next); err != nil {
 		return nil, err
 	}
-	r.writes.add(tj.ResourceVersion, next, now)
+	r.writes.expect(next)
 	r.emitEvents(tj, next, created)
 	countFinished(tj, next)
 	return next, nil

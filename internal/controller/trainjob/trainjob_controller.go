@@ -42,6 +42,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -126,7 +127,8 @@ type Reconciler struct {
 	deadlines *metrics.DueTimes
 	workers   int
 	released  *releasedJobs
-	writes    *statusWrites
+	// writes are the status writes the cache may not show yet.
+	writes *statusWrites
 	// snapshots are runtime snapshots read, by TrainJob UID.
 	snapshots *cache.LRUExpireCache
 	// failures is the backoff of failing reconciles that must keep their
@@ -163,12 +165,12 @@ func NewReconciler(c client.Client, apiReader client.Reader, recorder events.Eve
 		client: c, apiReader: apiReader, recorder: recorder,
 		clock: clock.RealClock{}, deadlines: metrics.DeadlineRemaining, workers: 5,
 		failures: workqueue.NewTypedItemExponentialFailureRateLimiter[types.NamespacedName](failureBaseDelay, failureMaxDelay),
-		released: newReleasedJobs(), writes: newStatusWrites(),
-		snapshots: cache.NewLRUExpireCache(snapshotsCached),
+		released: newReleasedJobs(), snapshots: cache.NewLRUExpireCache(snapshotsCached),
 	}
 	for _, o := range opts {
 		o(r)
 	}
+	r.writes = newStatusWrites(r.clock)
 	return r
 }
 
@@ -204,10 +206,12 @@ func NewReconciler(c client.Client, apiReader client.Reader, recorder events.Eve
 //     finished is acted on by the next one, requeued at once.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	key := req.NamespacedName
-	tj, err := r.getTrainJob(ctx, key)
+	tj, wait, err := r.getTrainJob(ctx, key)
 	switch {
 	case err != nil:
 		return ctrl.Result{}, err
+	case wait:
+		return r.waitForWrite(ctx, tj), nil
 	case tj == nil:
 		// The TrainJob is gone: let its children go too.
 		r.writes.forget(key)
@@ -236,13 +240,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 	// A conflict means this reconcile decided on a stale TrainJob, so it
 	// acts on nothing more.
-	stored, err := r.writeStatus(ctx, tj, d.next, d.createdMessage(), now.Time)
+	stored, err := r.writeStatus(ctx, tj, d.next, d.createdMessage())
 	switch {
 	case apierrors.IsConflict(err):
 		// The cache was behind: the newer TrainJob is on its way through
 		// the watch. Decide again on it, quietly.
 		ctrl.LoggerFrom(ctx).V(2).Info("TrainJob changed while it was reconciled; retrying", "error", err.Error(), "otherErrors", errors.Join(errs...))
-		r.writes.forget(key)
 		return ctrl.Result{RequeueAfter: conflictRetry}, nil
 	case err != nil:
 		errs = append(errs, fmt.Errorf("updating status of TrainJob %s: %w", klog.KObj(tj), err))
@@ -281,6 +284,24 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	}
 	return r.result(ctx, key, deadline, retryAfter, errors.Join(errs...))
+}
+
+// waitForWrite is the result of a reconcile that waits for the cache to
+// show the TrainJob's last status write, tj being the cache's older copy.
+// The write's event brings the TrainJob back (statusWrites.observer); the
+// requeue, with the priority of this request, is there should the event
+// not come before the wait ends or an active deadline falls. A deadline
+// already due was enforced by the write awaited, or is by the reconcile
+// its event brings.
+func (r *Reconciler) waitForWrite(ctx context.Context, tj *trainer.TrainJob) ctrl.Result {
+	ctrl.LoggerFrom(ctx).V(3).Info("Waiting for the cache to show the TrainJob's last status write", "cachedResourceVersion", tj.ResourceVersion)
+	after := rememberFor
+	if due, ok := lifecycle.ActiveDeadline(tj); ok {
+		if until := due.Sub(r.clock.Now()); until > 0 {
+			after = min(after, until)
+		}
+	}
+	return ctrl.Result{RequeueAfter: after}
 }
 
 // act does what follows from the stored TrainJob: the children of a
@@ -373,7 +394,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
-		For(&trainer.TrainJob{}, builder.WithPredicates(r.writes.observer(), trainJobUpdates)).
+		For(&trainer.TrainJob{}, builder.WithPredicates(predicate.Or(r.writes.observer(), trainJobUpdates))).
 		WatchesRawSource(source.Kind(mgr.GetCache(), &batchv1.Job{}, enqueueOwnerBatched(childBatchPeriod), childJobUpdates)).
 		Owns(&corev1.Service{}).
 		Watches(&trainer.ClusterTrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(r.waitingOn(trainer.ClusterTrainingRuntimeKind))).

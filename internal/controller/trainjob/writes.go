@@ -17,10 +17,12 @@ limitations under the License.
 package trainjob
 
 import (
-	"slices"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/cache"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -28,104 +30,123 @@ import (
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
 )
 
-// maxReplaced bounds the versions remembered for one TrainJob: writes that
-// follow each other faster than the watch are few.
-const maxReplaced = 8
-
-// rememberFor bounds how long a write is remembered. The watch brings it
-// within a second or so; a write whose event came before it was recorded
-// (the watch can beat the response) would otherwise stay until the
-// TrainJob's next event, which for a finished TrainJob may be its deletion.
+// rememberFor bounds how long a reconcile waits for the cache to show a
+// status write. The watch brings a write within a second or so; past it,
+// the reconcile decides on what the cache holds, which costs at worst a
+// write refused as a conflict.
 const rememberFor = 30 * time.Second
 
-// statusWrites remembers what this process's status writes stored, for each
-// TrainJob, until the cache catches up with them (a cacheLag). A reconcile
-// that follows its own write before the watch has brought it (a child
-// Job's change, typically, arrives first) decides on the TrainJob as
-// written rather than on the cache's older copy. Deciding on the older copy
-// costs a write the API server refuses as a conflict, and a second's wait
-// for the retry.
+// writesAwaited bounds how many TrainJobs' writes are awaited at once: one
+// entry a TrainJob, the least recently used forgotten first.
+const writesAwaited = 16384
+
+// statusWrites is an expectations store, in the manner of Kueue's
+// (pkg/util/expectations): for each TrainJob, the resourceVersion its last
+// status write stored, until the cache shows that version or a later one.
+// A reconcile that starts before the watch has brought the write (a child
+// Job's change, typically, comes first) waits for it rather than decide on
+// the cache's older copy: that costs a write the API server refuses as a
+// conflict, and a second's wait for the retry. The write's event brings
+// back the reconcile that waited (observer).
 type statusWrites struct {
-	lag cacheLag[types.NamespacedName, statusWrite]
+	// mu makes a look-up and the change that follows it one step; the
+	// cache's own lock covers one call.
+	mu sync.Mutex
+	// awaited holds an *awaitedWrite for each types.NamespacedName.
+	awaited *cache.LRUExpireCache
 }
 
-func newStatusWrites() *statusWrites {
-	return &statusWrites{lag: cacheLag[types.NamespacedName, statusWrite]{keep: rememberFor}}
+func newStatusWrites(clk cache.Clock) *statusWrites {
+	return &statusWrites{awaited: cache.NewLRUExpireCacheWithClock(writesAwaited, clk)}
 }
 
-type statusWrite struct {
-	// replaced are the resourceVersions the writes replaced, oldest first:
-	// a cached TrainJob at one of them is behind the write.
-	replaced []string
-	stored   *trainer.TrainJob
+// awaitedWrite is a status write the cache may not show yet.
+type awaitedWrite struct {
+	uid             types.UID
+	resourceVersion string
+	// waiting is set once a reconcile waits for the write's event.
+	waiting bool
 }
 
-// behind reports whether the cache's TrainJob, of uid at resourceVersion
-// rv, is older than the stored one.
-func (s statusWrite) behind(uid types.UID, rv string) bool {
-	return s.stored.UID == uid && slices.Contains(s.replaced, rv)
-}
-
-// latest returns the TrainJob a reconcile should decide on: the last one
-// this process stored if the cache's copy, cached, is older than it; cached
-// otherwise.
-func (w *statusWrites) latest(cached *trainer.TrainJob, now time.Time) *trainer.TrainJob {
-	key := client.ObjectKeyFromObject(cached)
-	s, ok := w.lag.get(key, now)
-	if !ok {
-		return cached
+// behind reports whether obj, as the cache holds it, is older than the
+// write w. A TrainJob of another UID (one created again under the name) is
+// not behind it, nor is one whose version cannot be compared: waiting for
+// what cannot be told apart would not end.
+func (w *awaitedWrite) behind(obj client.Object) bool {
+	if w == nil || obj.GetUID() != w.uid {
+		return false
 	}
-	if s.behind(cached.UID, cached.ResourceVersion) {
-		return s.stored.DeepCopy()
+	c, err := resourceversion.CompareResourceVersion(obj.GetResourceVersion(), w.resourceVersion)
+	return err == nil && c < 0
+}
+
+// expect records a status write that stored stored.
+func (s *statusWrites) expect(stored *trainer.TrainJob) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.awaited.Add(client.ObjectKeyFromObject(stored), &awaitedWrite{uid: stored.UID, resourceVersion: stored.ResourceVersion}, rememberFor)
+}
+
+// expected returns the write awaited for the TrainJob of key, nil if none.
+func (s *statusWrites) expected(key types.NamespacedName) *awaitedWrite {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lookup(key)
+}
+
+func (s *statusWrites) lookup(key types.NamespacedName) *awaitedWrite {
+	if v, ok := s.awaited.Get(key); ok {
+		return v.(*awaitedWrite)
 	}
-	// The cache has caught up, or moved past the writes.
-	w.lag.forgetIf(key, func(s statusWrite) bool { return !s.behind(cached.UID, cached.ResourceVersion) })
-	return cached
+	return nil
 }
 
-// add records, at now, a status write that replaced resourceVersion
-// replaced and stored stored.
-func (w *statusWrites) add(replaced string, stored *trainer.TrainJob, now time.Time) {
-	cp := stored.DeepCopy()
-	cp.ManagedFields = nil // as in the cache
-	w.lag.update(client.ObjectKeyFromObject(stored), now, func(cur statusWrite, ok bool) statusWrite {
-		if !ok || cur.stored.UID != stored.UID {
-			cur = statusWrite{}
-		}
-		versions := append(slices.Clone(cur.replaced), replaced)
-		if len(versions) > maxReplaced {
-			versions = versions[len(versions)-maxReplaced:]
-		}
-		return statusWrite{replaced: versions, stored: cp}
-	})
+// wait records that a reconcile waits for w, the write awaited for the
+// TrainJob of key, and reports whether it does: not if the cache caught up
+// with w since w was looked up, or w was forgotten.
+func (s *statusWrites) wait(key types.NamespacedName, w *awaitedWrite) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lookup(key) != w {
+		return false
+	}
+	w.waiting = true
+	return true
 }
 
-// observe forgets the writes to obj once the cache holds a version they did
-// not replace: the cache has caught up.
-func (w *statusWrites) observe(obj client.Object) {
-	w.lag.forgetIf(client.ObjectKeyFromObject(obj), func(s statusWrite) bool {
-		return !s.behind(obj.GetUID(), obj.GetResourceVersion())
-	})
+// observe forgets the write awaited for obj once the cache holds obj at
+// its version or a later one, and reports whether a reconcile waited for
+// it.
+func (s *statusWrites) observe(obj client.Object) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	key := client.ObjectKeyFromObject(obj)
+	w := s.lookup(key)
+	if w == nil || w.behind(obj) {
+		return false
+	}
+	s.awaited.Remove(key)
+	return w.waiting
 }
 
-func (w *statusWrites) forget(key types.NamespacedName) { w.lag.forget(key) }
+func (s *statusWrites) forget(key types.NamespacedName) { s.awaited.Remove(key) }
 
-// len is how many TrainJobs have writes the cache has not caught up with.
-func (w *statusWrites) len() int { return w.lag.len() }
+// len is how many TrainJobs have a write awaited.
+func (s *statusWrites) len() int { return len(s.awaited.Keys()) }
 
-// observer is a predicate that passes every event, and lets w see the
-// TrainJob each one brings to the cache, so that w holds only what the
-// cache is behind on. It must come before the predicates that filter:
-// controller-runtime stops at the first that says no.
-func (w *statusWrites) observer() predicate.Predicate {
+// observer is a predicate that shows s every TrainJob event the cache
+// receives and passes an update only if a reconcile waits for the write it
+// brings: the controller's own writes are otherwise filtered out
+// (trainJobUpdates). It comes first in a predicate.Or, which stops at the
+// first predicate that says yes.
+func (s *statusWrites) observer() predicate.Predicate {
 	return predicate.Funcs{
-		UpdateFunc: func(e event.UpdateEvent) bool {
-			w.observe(e.ObjectNew)
-			return true
-		},
+		CreateFunc: func(event.CreateEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool { return s.observe(e.ObjectNew) },
 		DeleteFunc: func(e event.DeleteEvent) bool {
-			w.forget(client.ObjectKeyFromObject(e.Object))
-			return true
+			s.forget(client.ObjectKeyFromObject(e.Object))
+			return false
 		},
+		GenericFunc: func(event.GenericEvent) bool { return false },
 	}
 }
