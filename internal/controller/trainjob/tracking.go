@@ -29,6 +29,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -239,12 +240,14 @@ func (r *Reconciler) releaseFinalizers(ctx context.Context, jobs []*batchv1.Job)
 
 func (r *Reconciler) releaseFinalizer(ctx context.Context, job *batchv1.Job) error {
 	if !slices.Contains(job.Finalizers, trainer.JobTrackingFinalizer) {
-		r.released.forget(job)
+		r.released.observe(job)
 		return nil
 	}
-	if r.released.recent(job, r.clock.Now()) {
+	if r.released.pending(job) {
 		return nil // removed already; the cache has not caught up yet
 	}
+	// Expected before the patch, so that its event cannot come first.
+	r.released.expect(job)
 	err := r.patchOutFinalizer(ctx, job)
 	if apierrors.IsInvalid(err) {
 		// The cached Job was behind (its finalizers changed): look at the
@@ -258,9 +261,9 @@ func (r *Reconciler) releaseFinalizer(ctx context.Context, job *batchv1.Job) err
 		}
 	}
 	if err != nil && !apierrors.IsNotFound(err) {
+		r.released.forget(job) // no event of this removal will come
 		return fmt.Errorf("removing finalizer %s from Job %s: %w", trainer.JobTrackingFinalizer, klog.KObj(job), err)
 	}
-	r.released.add(job, r.clock.Now())
 	ctrl.LoggerFrom(ctx).V(2).Info("Released child Job", "job", klog.KObj(job))
 	return nil
 }
@@ -269,16 +272,25 @@ func (r *Reconciler) releaseFinalizer(ctx context.Context, job *batchv1.Job) err
 // the cache still shows it; past it, the removal is tried again.
 const releasedFor = time.Minute
 
-// releasedJobs remembers the Jobs whose tracking finalizer this process
-// removed, until the cache shows it gone (a cacheLag). Without it, a
-// reconcile on a cache that has not seen the removal yet patches again: a
-// failed JSON-patch test and a live read, for nothing.
+// releasesAwaited bounds how many removals are awaited at once, the least
+// recently used forgotten first: one forgotten costs one patch more.
+const releasesAwaited = 16384
+
+// releasedJobs is an expectations store of the finalizer removals: the Jobs
+// whose tracking finalizer this process removed, until a reconcile sees
+// them without it in the cache, or for releasedFor. A reconcile on a cache
+// that has not seen a removal yet does not patch again: that costs a failed
+// JSON-patch test and a live read, for nothing. Unlike Kueue's store, the
+// watch's events do not end the wait: a reconcile acts on the Jobs it
+// listed before, which may be older than the event. Jobs are keyed one by
+// one, not by TrainJob: a removal is awaited on its own, and a Job need not
+// name its TrainJob (orphans, Jobs whose labels were changed).
 type releasedJobs struct {
-	lag cacheLag[releasedKey, struct{}]
+	awaited *cache.LRUExpireCache
 }
 
-func newReleasedJobs() *releasedJobs {
-	return &releasedJobs{lag: cacheLag[releasedKey, struct{}]{keep: releasedFor}}
+func newReleasedJobs(clk cache.Clock) *releasedJobs {
+	return &releasedJobs{awaited: cache.NewLRUExpireCacheWithClock(releasesAwaited, clk)}
 }
 
 // releasedKey names a Job and, with its UID, this Job of that name alone.
@@ -291,16 +303,23 @@ func keyOf(job *batchv1.Job) releasedKey {
 	return releasedKey{client.ObjectKeyFromObject(job), job.UID}
 }
 
-func (r *releasedJobs) recent(job *batchv1.Job, now time.Time) bool {
-	_, ok := r.lag.get(keyOf(job), now)
+// pending reports whether the removal of job's finalizer is awaited.
+func (r *releasedJobs) pending(job *batchv1.Job) bool {
+	_, ok := r.awaited.Get(keyOf(job))
 	return ok
 }
 
-func (r *releasedJobs) add(job *batchv1.Job, now time.Time) {
-	r.lag.update(keyOf(job), now, func(struct{}, bool) struct{} { return struct{}{} })
-}
+func (r *releasedJobs) expect(job *batchv1.Job) { r.awaited.Add(keyOf(job), struct{}{}, releasedFor) }
 
-func (r *releasedJobs) forget(job *batchv1.Job) { r.lag.forget(keyOf(job)) }
+func (r *releasedJobs) forget(job *batchv1.Job) { r.awaited.Remove(keyOf(job)) }
+
+// observe forgets the removal awaited for job, the cache's copy, if it
+// shows the finalizer gone.
+func (r *releasedJobs) observe(job *batchv1.Job) {
+	if !slices.Contains(job.Finalizers, trainer.JobTrackingFinalizer) {
+		r.forget(job)
+	}
+}
 
 // patchOutFinalizer removes the tracking finalizer from job.
 func (r *Reconciler) patchOutFinalizer(ctx context.Context, job *batchv1.Job) error {

@@ -27,6 +27,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -36,26 +37,64 @@ import (
 )
 
 func TestReleasedJobs(t *testing.T) {
-	r := newReleasedJobs()
-	now := time.Now()
+	clk := testingclock.NewFakeClock(now)
+	r := newReleasedJobs(clk)
 	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "j", Namespace: "ns", UID: "1"}}
 	again := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "j", Namespace: "ns", UID: "2"}}
-	if r.recent(job, now) {
+	if r.pending(job) {
 		t.Fatal("a Job never released is recent")
 	}
-	r.add(job, now)
-	if !r.recent(job, now.Add(releasedFor-time.Second)) {
+	r.expect(job)
+	clk.SetTime(now.Add(releasedFor - time.Second))
+	if !r.pending(job) {
 		t.Error("a Job just released is not recent")
 	}
-	if r.recent(again, now) {
+	if r.pending(again) {
 		t.Error("a new Job of the same name counts as released")
 	}
-	if r.recent(job, now.Add(releasedFor)) {
+	clk.SetTime(now.Add(releasedFor + time.Nanosecond))
+	if r.pending(job) {
 		t.Error("a release past releasedFor is still trusted")
 	}
+	r.expect(job)
 	r.forget(job)
-	if r.recent(job, now) {
+	if r.pending(job) {
 		t.Error("a forgotten Job is recent")
+	}
+}
+
+// A finalizer removed is not removed again while the cache still shows it:
+// a reconcile acts on the Jobs it listed, which may be older than the
+// removal, and a second patch would fail its test. A reconcile that sees
+// the Job without the finalizer forgets the removal.
+func TestFinalizerRemovedOnceWhileTheCacheIsBehind(t *testing.T) {
+	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").Obj()
+	job := childJob(t, tj, utiltesting.MakeRuntimeSpec(), 0)
+	patches := 0
+	f := newFixture(t, &interceptor.Funcs{
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			patches++
+			return c.Patch(ctx, obj, patch, opts...)
+		},
+	}, tj, job.DeepCopy())
+	ctx := context.Background()
+	for range 2 {
+		if err := f.r.releaseFinalizer(ctx, job.DeepCopy()); err != nil {
+			t.Fatalf("releaseFinalizer: %v", err)
+		}
+	}
+	if patches != 1 {
+		t.Errorf("%d patches, want 1: the removal was tried again on the cache's older copy", patches)
+	}
+	if diff := cmp.Diff([]jobState{{Name: "tj-node-0"}}, jobStates(f.jobs(t)), cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("Jobs (-want +got):\n%s", diff)
+	}
+	released := f.jobs(t)[0]
+	if err := f.r.releaseFinalizer(ctx, &released); err != nil {
+		t.Fatalf("releaseFinalizer: %v", err)
+	}
+	if f.r.released.pending(&released) {
+		t.Error("the removal is still awaited once the cache shows it")
 	}
 }
 

@@ -126,9 +126,10 @@ type Reconciler struct {
 	clock     clock.PassiveClock
 	deadlines *metrics.DueTimes
 	workers   int
-	released  *releasedJobs
-	// writes are the status writes the cache may not show yet.
-	writes *statusWrites
+	// released and writes are the finalizer removals and the status
+	// writes the cache may not show yet.
+	released *releasedJobs
+	writes   *statusWrites
 	// snapshots are runtime snapshots read, by TrainJob UID.
 	snapshots *cache.LRUExpireCache
 	// failures is the backoff of failing reconciles that must keep their
@@ -164,13 +165,13 @@ func NewReconciler(c client.Client, apiReader client.Reader, recorder events.Eve
 	r := &Reconciler{
 		client: c, apiReader: apiReader, recorder: recorder,
 		clock: clock.RealClock{}, deadlines: metrics.DeadlineRemaining, workers: 5,
-		failures: workqueue.NewTypedItemExponentialFailureRateLimiter[types.NamespacedName](failureBaseDelay, failureMaxDelay),
-		released: newReleasedJobs(), snapshots: cache.NewLRUExpireCache(snapshotsCached),
+		failures:  workqueue.NewTypedItemExponentialFailureRateLimiter[types.NamespacedName](failureBaseDelay, failureMaxDelay),
+		snapshots: cache.NewLRUExpireCache(snapshotsCached),
 	}
 	for _, o := range opts {
 		o(r)
 	}
-	r.writes = newStatusWrites(r.clock)
+	r.released, r.writes = newReleasedJobs(r.clock), newStatusWrites(r.clock)
 	return r
 }
 
