@@ -34,7 +34,7 @@ E2E_PROMETHEUS_TIMEOUT ?= 10m
 # "context deadline exceeded" with no failing input (golang/go#75804).
 FUZZ_TIME ?= 10000x
 FUZZ_TARGETS := internal/lifecycle:FuzzExpiry internal/controller/trainjob:FuzzActiveDeadline \
-	internal/jobplan:FuzzBuild internal/config:FuzzDecode
+	internal/jobplan:FuzzBuild internal/config:FuzzDecode internal/statusserver:FuzzDecode
 
 ##@ General
 

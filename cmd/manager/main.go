@@ -44,6 +44,7 @@ func main() {
 		burst        int
 		webhooks     bool
 		webhookPort  int
+		statusPort   int
 		certDir      string
 		showVersion  bool
 	)
@@ -59,6 +60,7 @@ func main() {
 	flag.BoolVar(&webhooks, "webhook", true, "Serve the validating admission webhook (needs a serving certificate in --webhook-cert-dir).")
 	flag.IntVar(&webhookPort, "webhook-port", 0, "Port of the webhook server. Default 9443.")
 	flag.StringVar(&certDir, "webhook-cert-dir", "", "Directory with the webhook's tls.crt and tls.key. Default /tmp/k8s-webhook-server/serving-certs.")
+	flag.IntVar(&statusPort, "status-server-port", 0, "Port of the status server trainer Pods report progress to. Default 10443.")
 	flag.BoolVar(&showVersion, "version", false, "Print the version and source revision, and exit.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
@@ -99,6 +101,8 @@ func main() {
 			cfg.Webhook.Port = ptr.To(int32(webhookPort))
 		case "webhook-cert-dir":
 			cfg.Webhook.CertDir = certDir
+		case "status-server-port":
+			cfg.StatusServer.Port = ptr.To(int32(statusPort))
 		}
 	})
 	if errs := config.Validate(cfg); len(errs) > 0 {

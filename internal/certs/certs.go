@@ -64,6 +64,9 @@ import (
 const (
 	certFile = "tls.crt"
 	keyFile  = "tls.key"
+	// caFile is the CA that signed the certificate: the status server's
+	// clients verify it by it.
+	caFile = "ca.crt"
 )
 
 // SecretCache is the cache option the manager needs for Setup: its Secret
@@ -135,7 +138,7 @@ func (w *fileWriter) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	if len(cert) == 0 || len(key) == 0 {
 		return reconcile.Result{}, nil // not made yet; the update that fills it brings us back
 	}
-	changed, err := w.write(cert, key)
+	changed, err := w.write(cert, key, s.Data[caFile])
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -145,13 +148,16 @@ func (w *fileWriter) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	return reconcile.Result{}, nil
 }
 
-// write puts cert and key into dir unless they are there already. Each file
-// is replaced by a rename, so the server never reads half a file; the key
-// goes first, and the server only reloads once the pair matches.
-func (w *fileWriter) write(cert, key []byte) (bool, error) {
+// write puts cert, key and the CA into dir unless they are there already.
+// Each file is replaced by a rename, so the server never reads half a
+// file; the CA and the key go first, and the server only reloads once the
+// pair matches.
+func (w *fileWriter) write(cert, key, ca []byte) (bool, error) {
 	oldCert, errCert := os.ReadFile(filepath.Join(w.dir, certFile))
 	oldKey, errKey := os.ReadFile(filepath.Join(w.dir, keyFile))
-	if errCert == nil && errKey == nil && bytes.Equal(oldCert, cert) && bytes.Equal(oldKey, key) {
+	oldCA, errCA := os.ReadFile(filepath.Join(w.dir, caFile))
+	if errCert == nil && errKey == nil && bytes.Equal(oldCert, cert) && bytes.Equal(oldKey, key) &&
+		(len(ca) == 0 || errCA == nil && bytes.Equal(oldCA, ca)) {
 		return false, nil
 	}
 	if err := os.MkdirAll(w.dir, 0o700); err != nil {
@@ -160,7 +166,10 @@ func (w *fileWriter) write(cert, key []byte) (bool, error) {
 	for _, f := range []struct {
 		name string
 		data []byte
-	}{{keyFile, key}, {certFile, cert}} {
+	}{{caFile, ca}, {keyFile, key}, {certFile, cert}} {
+		if len(f.data) == 0 {
+			continue
+		}
 		if err := replaceFile(filepath.Join(w.dir, f.name), f.data); err != nil {
 			return false, err
 		}

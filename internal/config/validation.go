@@ -17,6 +17,10 @@ limitations under the License.
 package config
 
 import (
+	"fmt"
+	"net/url"
+	"strings"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -75,6 +79,24 @@ func Validate(cfg *configv1alpha1.Configuration) field.ErrorList {
 	if *cfg.Controller.TTLWorkers < 1 {
 		errs = append(errs, field.Invalid(field.NewPath("controller", "ttlWorkers"), *cfg.Controller.TTLWorkers, "must be at least 1"))
 	}
+	if ss := cfg.StatusServer; *ss.Enable {
+		path := field.NewPath("statusServer")
+		if p := *ss.Port; p < 1 || p > 65535 {
+			errs = append(errs, field.Invalid(path.Child("port"), p, "must be a port number, 1 to 65535"))
+		}
+		if u, err := url.Parse(ss.URL); ss.URL != "" && (err != nil || u.Scheme != "https" || u.Host == "" || (u.Path != "" && u.Path != "/")) {
+			errs = append(errs, field.Invalid(path.Child("url"), ss.URL, "must be https://host[:port], without a path"))
+		}
+		if ss.WriteInterval.Duration < 0 {
+			errs = append(errs, field.Invalid(path.Child("writeInterval"), ss.WriteInterval.Duration.String(), "must be 0 (write every report) or more"))
+		}
+		if *ss.QPS <= 0 {
+			errs = append(errs, field.Invalid(path.Child("qps"), *ss.QPS, "must be greater than 0"))
+		}
+		if *ss.Burst < 1 {
+			errs = append(errs, field.Invalid(path.Child("burst"), *ss.Burst, "must be at least 1"))
+		}
+	}
 	if p := cfg.ObjectRetentionPolicies; p != nil && p.TrainJobs != nil {
 		path := field.NewPath("objectRetentionPolicies", "trainJobs")
 		for _, d := range []struct {
@@ -92,4 +114,13 @@ func Validate(cfg *configv1alpha1.Configuration) field.ErrorList {
 		}
 	}
 	return errs
+}
+
+// StatusServerURL is where trainer Pods reach the status server: its url,
+// or the manager's Service, which the webhook's certificate names.
+func StatusServerURL(cfg *configv1alpha1.Configuration) string {
+	if u := strings.TrimSuffix(cfg.StatusServer.URL, "/"); u != "" {
+		return u
+	}
+	return fmt.Sprintf("https://%s:%d", cfg.Webhook.CertManagement.DNSName, *cfg.StatusServer.Port)
 }

@@ -140,7 +140,9 @@ type state struct {
 	WebhookPort int `json:"webhookPort"`
 	MetricsPort int `json:"metricsPort"`
 	HealthPort  int `json:"healthPort"`
-	ManagerPID  int `json:"managerPID"`
+	// StatusPort is the status server's, which trainer Pods report to.
+	StatusPort int `json:"statusPort,omitempty"`
+	ManagerPID int `json:"managerPID"`
 	// Kueue's, with Options.Kueue.
 	KueueWebhookPort int `json:"kueueWebhookPort,omitempty"`
 	KueueHealthPort  int `json:"kueueHealthPort,omitempty"`

@@ -64,7 +64,7 @@ func ensureManager(ctx context.Context, o Options, st *state, configPath string)
 	}
 	m := managerProcess{
 		name: "the manager", logPath: o.ManagerLog(), configPath: configPath, certDir: filepath.Join(o.WorkDir, "certs"),
-		webhookPort: st.WebhookPort, metricsPort: st.MetricsPort, healthPort: st.HealthPort, extraArgs: o.managerArgs(),
+		webhookPort: st.WebhookPort, metricsPort: st.MetricsPort, healthPort: st.HealthPort, statusPort: st.StatusPort, extraArgs: o.managerArgs(),
 	}
 	pid, exited, err := m.launch(o)
 	if err != nil {
@@ -88,6 +88,7 @@ type managerProcess struct {
 	name                                 string // in messages: "the manager"
 	logPath, configPath, certDir         string
 	webhookPort, metricsPort, healthPort int
+	statusPort                           int
 	extraArgs                            []string
 }
 
@@ -102,6 +103,7 @@ func (m managerProcess) launch(o Options) (pid int, exited chan struct{}, err er
 		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", m.metricsPort),
 		"--metrics-insecure",
 		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", m.healthPort),
+		"--status-server-port", strconv.Itoa(m.statusPort),
 	}
 	return startDetached(m.name, filepath.Join(o.BinDir, "manager"), append(args, m.extraArgs...), m.logPath)
 }
@@ -171,7 +173,7 @@ func choosePorts(ctx context.Context, st *state) error {
 			return ctx.Err()
 		}
 	}
-	for _, port := range []*int{&st.WebhookPort, &st.MetricsPort, &st.HealthPort} {
+	for _, port := range []*int{&st.WebhookPort, &st.MetricsPort, &st.HealthPort, &st.StatusPort} {
 		if *port != 0 && portFree(*port) {
 			continue
 		}
@@ -376,6 +378,20 @@ func Manager(o Options) (pid, metricsPort int, err error) {
 		return 0, 0, fmt.Errorf("no manager is running for %s; run 'make dev-up'", o.WorkDir)
 	}
 	return st.ManagerPID, st.MetricsPort, nil
+}
+
+// StatusServerURL is where the manager's status server serves, on this
+// machine: https://localhost:<port>, the name its certificate is made for.
+func StatusServerURL(o Options) (string, error) {
+	o.defaults()
+	st, err := loadState(o)
+	if err != nil {
+		return "", err
+	}
+	if st.StatusPort == 0 {
+		return "", fmt.Errorf("no status server port in %s; run 'make dev-up'", o.WorkDir)
+	}
+	return fmt.Sprintf("https://localhost:%d", st.StatusPort), nil
 }
 
 // RestartManager starts the manager of a cluster that is up, if it is not

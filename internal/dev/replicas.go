@@ -30,7 +30,7 @@ type Replica struct {
 	Name                    string
 	PID                     int
 	MetricsPort, HealthPort int
-	webhookPort             int
+	webhookPort, statusPort int
 	o                       Options
 	// exited is closed when the process ends.
 	exited chan struct{}
@@ -66,6 +66,9 @@ func StartReplicas(ctx context.Context, o Options, n int) ([]*Replica, error) {
 		if r.MetricsPort, err = FreePort(); err != nil {
 			return rs, err
 		}
+		if r.statusPort, err = FreePort(); err != nil {
+			return rs, err
+		}
 		if r.HealthPort, err = FreePort(); err != nil {
 			return rs, err
 		}
@@ -94,7 +97,7 @@ func (r *Replica) Start(ctx context.Context) error {
 	m := managerProcess{
 		name: "manager " + r.Name, logPath: r.logPath(), configPath: filepath.Join(r.o.WorkDir, "config.yaml"),
 		certDir:     filepath.Join(r.o.WorkDir, r.Name, "certs"),
-		webhookPort: r.webhookPort, metricsPort: r.MetricsPort, healthPort: r.HealthPort,
+		webhookPort: r.webhookPort, metricsPort: r.MetricsPort, healthPort: r.HealthPort, statusPort: r.statusPort,
 		extraArgs: []string{"--leader-elect=true", "--leader-election-namespace", leaseNamespace},
 	}
 	pid, exited, err := m.launch(r.o)

@@ -163,9 +163,13 @@ const (
 // Build returns the children of trainJob on rt, with the TrainJob's
 // runtimePatches applied to rt first: every plugin validates, then, if none
 // found an error, each contributes its part, in the order of plugins. It
-// does not look at the cluster: the same inputs always give the same Plan.
-func Build(trainJob *trainer.TrainJob, rt Runtime) (*Plan, error) {
+// does not look at the cluster: the same inputs, and options, always give
+// the same Plan.
+func Build(trainJob *trainer.TrainJob, rt Runtime, opts ...Option) (*Plan, error) {
 	in := &Input{TrainJob: Planned(trainJob), Runtime: rt}
+	for _, o := range opts {
+		o(in)
+	}
 	var errs field.ErrorList
 	for _, p := range plugins {
 		errs = append(errs, p.Validate(in)...)

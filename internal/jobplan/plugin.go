@@ -57,6 +57,7 @@ var plugins = []Plugin{
 	podGroupPlugin{},    // gang.go: the PodGroup of podGroupPolicy
 	initializerPlugin{}, // initializer.go: spec.initializer on its steps
 	claimsPlugin{},      // claims.go: the claims of volumeClaimPolicies
+	progressPlugin{},    // progress.go: what trainer containers report progress with
 }
 
 // Input is what the plugins build a TrainJob's plan from.
@@ -77,6 +78,9 @@ type Input struct {
 	// has no trainer step, or its Job could not be built.
 	Trainer   *batchv1.Job
 	Container *corev1.Container
+	// StatusServer is where trainer Pods report their progress; nil, they
+	// are not told (see WithStatusServer).
+	StatusServer *StatusServer
 }
 
 // NumNodes is the number of trainer nodes: the TrainJob's numNodes, or the

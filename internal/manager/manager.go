@@ -44,10 +44,13 @@ import (
 	configv1alpha1 "github.com/trainjob-operator/trainjob-operator/api/config/v1alpha1"
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
 	"github.com/trainjob-operator/trainjob-operator/internal/certs"
+	tjconfig "github.com/trainjob-operator/trainjob-operator/internal/config"
 	"github.com/trainjob-operator/trainjob-operator/internal/controller/trainjob"
 	"github.com/trainjob-operator/trainjob-operator/internal/controller/ttl"
+	"github.com/trainjob-operator/trainjob-operator/internal/jobplan"
 	"github.com/trainjob-operator/trainjob-operator/internal/metrics"
 	"github.com/trainjob-operator/trainjob-operator/internal/scheme"
+	"github.com/trainjob-operator/trainjob-operator/internal/statusserver"
 	trainjobwebhook "github.com/trainjob-operator/trainjob-operator/internal/webhook"
 )
 
@@ -136,8 +139,18 @@ func New(restConfig *rest.Config, cfg *configv1alpha1.Configuration, opts Option
 	if err := setupMetrics(mgr, opts.Clock); err != nil {
 		return nil, err
 	}
+	var planOptions []jobplan.Option
+	if *cfg.StatusServer.Enable {
+		if err := setupStatusServer(mgr, restConfig, cfg); err != nil {
+			return nil, err
+		}
+		planOptions = append(planOptions, jobplan.WithStatusServer(jobplan.StatusServer{
+			URL: tjconfig.StatusServerURL(cfg), CAConfigMap: statusserver.CAConfigMap, CAKey: statusserver.CAKey,
+		}))
+	}
 	r := trainjob.NewReconciler(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorder(trainjob.ControllerName),
-		trainjob.WithClock(opts.Clock), trainjob.WithWorkers(int(*cfg.Controller.TrainJobWorkers)))
+		trainjob.WithClock(opts.Clock), trainjob.WithWorkers(int(*cfg.Controller.TrainJobWorkers)),
+		trainjob.WithPlanOptions(planOptions...))
 	if err := r.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up %s: %w", trainjob.ControllerName, err)
 	}
@@ -151,6 +164,27 @@ func New(restConfig *rest.Config, cfg *configv1alpha1.Configuration, opts Option
 		return nil, fmt.Errorf("setting up %s: %w", ttl.ControllerName, err)
 	}
 	return mgr, nil
+}
+
+// setupStatusServer adds the status server, which every replica runs, and
+// the CA publisher. The server has a client of its own, with its own
+// request budget, so that progress reports never slow the controllers.
+func setupStatusServer(mgr ctrl.Manager, restConfig *rest.Config, cfg *configv1alpha1.Configuration) error {
+	ss := cfg.StatusServer
+	sc := rest.CopyConfig(restConfig)
+	sc.QPS, sc.Burst = *ss.QPS, int(*ss.Burst)
+	c, err := client.New(sc, client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+	if err != nil {
+		return fmt.Errorf("creating the status server's client: %w", err)
+	}
+	clk := clock.RealClock{}
+	server := statusserver.NewServer(fmt.Sprintf(":%d", *ss.Port), cfg.Webhook.CertDir,
+		statusserver.NewAuthenticator(c, mgr.GetCache(), clk),
+		statusserver.NewWriter(c, clk, ss.WriteInterval.Duration), clk, ctrl.Log.WithName("status-server"))
+	if err := mgr.Add(server); err != nil {
+		return err
+	}
+	return statusserver.SetupCAPublisher(mgr, cfg.Webhook.CertDir)
 }
 
 // setupWebhook registers the TrainJob and runtime webhooks. With certificate management
@@ -263,6 +297,9 @@ func caches(cfg *configv1alpha1.Configuration) map[client.Object]cache.ByObject 
 	}
 	if cm := cfg.Webhook.CertManagement; *cfg.Webhook.Enable && *cm.Enable {
 		byObject[&corev1.Secret{}] = certs.SecretCache(cm)
+	}
+	if *cfg.StatusServer.Enable {
+		byObject[&corev1.ConfigMap{}] = statusserver.CACache()
 	}
 	return byObject
 }

@@ -72,8 +72,9 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 	allowed := map[string][]string{
 		// The controllers write TrainJobs through the status subresource
 		// only, and delete them.
-		"trainer.kubeflow.org/trainjobs":               {"get", "list", "watch", "delete"},
-		"trainer.kubeflow.org/trainjobs/status":        {"get", "update"},
+		"trainer.kubeflow.org/trainjobs": {"get", "list", "watch", "delete"},
+		// patch: the status server's writes of trainerStatus alone.
+		"trainer.kubeflow.org/trainjobs/status":        {"get", "update", "patch"},
 		"trainer.kubeflow.org/trainjobs/finalizers":    {"update"},
 		"trainer.kubeflow.org/trainingruntimes":        {"get", "list", "watch"},
 		"trainer.kubeflow.org/clustertrainingruntimes": {"get", "list", "watch"},
@@ -85,8 +86,11 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 		"/persistentvolumeclaims": {"get", "create"},
 		"batch/jobs/status":       {"patch"},
 		// The MPI hostfiles, created, read back by name and brought up
-		// to date; never listed or watched.
-		"/configmaps": {"get", "create", "update"},
+		// to date; the status server's CA in each namespace, listed and
+		// watched by its one name (a field selector the cache sets).
+		"/configmaps": {"get", "list", "watch", "create", "update"},
+		// The Pod a progress report's token is bound to, read by name.
+		"/pods": {"get"},
 		// The PodGroups of podGroupPolicy, likewise.
 		"scheduling.x-k8s.io/podgroups":   {"get", "create", "update"},
 		"scheduling.volcano.sh/podgroups": {"get", "create", "update"},

@@ -19,6 +19,7 @@ package integration
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -85,11 +86,14 @@ func TestKubeflowYAMLAppliesAndRuns(t *testing.T) {
 		t.Errorf("container = image %q command %q, want the runtime's image running torchrun", c.Image, c.Command)
 	}
 	wantEnv := map[string]string{
-		"PET_NNODES":         "3",
-		"PET_NPROC_PER_NODE": "1",
-		"PET_NODE_RANK":      "fieldRef:metadata.annotations['batch.kubernetes.io/job-completion-index']",
-		"PET_MASTER_ADDR":    "multi-node-example-node-0-0.multi-node-example",
-		"PET_MASTER_PORT":    "29500",
+		"KUBEFLOW_TRAINER_SERVER_URL":     fmt.Sprintf("https://trainjob-operator-webhook.trainjob-system.svc:%d%s", statusServerPort, trainer.StatusServerPath(ns, "multi-node-example")),
+		"KUBEFLOW_TRAINER_SERVER_CA_CERT": "/var/run/secrets/kubeflow/trainer/ca.crt",
+		"KUBEFLOW_TRAINER_SERVER_TOKEN":   "/var/run/secrets/kubeflow/trainer/token",
+		"PET_NNODES":                      "3",
+		"PET_NPROC_PER_NODE":              "1",
+		"PET_NODE_RANK":                   "fieldRef:metadata.annotations['batch.kubernetes.io/job-completion-index']",
+		"PET_MASTER_ADDR":                 "multi-node-example-node-0-0.multi-node-example",
+		"PET_MASTER_PORT":                 "29500",
 	}
 	if diff := cmp.Diff(wantEnv, envOf(job)); diff != "" {
 		t.Errorf("trainer env (-want +got):\n%s", diff)

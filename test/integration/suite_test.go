@@ -43,6 +43,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	configv1alpha1 "github.com/trainjob-operator/trainjob-operator/api/config/v1alpha1"
+	"github.com/trainjob-operator/trainjob-operator/internal/dev"
 	"github.com/trainjob-operator/trainjob-operator/internal/manager"
 	"github.com/trainjob-operator/trainjob-operator/internal/scheme"
 	"github.com/trainjob-operator/trainjob-operator/test/framework"
@@ -68,6 +69,9 @@ var (
 
 	// running is the manager under test.
 	running *runningManager
+	// statusServerPort is where its status server listens, on 127.0.0.1
+	// with envtest's serving certificate.
+	statusServerPort int
 )
 
 func TestMain(m *testing.M) {
@@ -107,6 +111,12 @@ func run(m *testing.M) int {
 		}
 	}()
 	webhooks = &env.WebhookInstallOptions
+	// envtest writes the serving certificate alone; the CA goes beside it,
+	// as cert-manager's Secrets hold it, for the status server's clients.
+	if err := os.WriteFile(filepath.Join(webhooks.LocalServingCertDir, "ca.crt"), webhooks.LocalServingCAData, 0o600); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 
 	if cluster, err = newCluster(env, restConfig); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -121,6 +131,10 @@ func run(m *testing.M) int {
 	}
 	defer stopGC()
 
+	if statusServerPort, err = dev.FreePort(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	if running, err = startManager(nil); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -155,6 +169,7 @@ func startManager(configure func(*configv1alpha1.Configuration)) (*runningManage
 	cfg.Webhook.CertDir = webhooks.LocalServingCertDir
 	// envtest makes the certificate and fills in the caBundle itself.
 	cfg.Webhook.CertManagement.Enable = ptr.To(false)
+	cfg.StatusServer.Port = ptr.To(int32(statusServerPort))
 	if configure != nil {
 		configure(cfg)
 	}

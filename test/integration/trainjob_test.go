@@ -64,12 +64,15 @@ func TestRunsToCompletion(t *testing.T) {
 		t.Errorf("subdomain = %q, want mnist", got)
 	}
 	wantEnv := map[string]string{
-		"LR":                 "0.1",
-		"PET_NNODES":         "2",
-		"PET_NPROC_PER_NODE": "1",
-		"PET_NODE_RANK":      "fieldRef:metadata.annotations['batch.kubernetes.io/job-completion-index']",
-		"PET_MASTER_ADDR":    "mnist-node-0-0.mnist",
-		"PET_MASTER_PORT":    "29500",
+		"KUBEFLOW_TRAINER_SERVER_URL":     fmt.Sprintf("https://trainjob-operator-webhook.trainjob-system.svc:%d/apis/trainer.kubeflow.org/v1alpha1/namespaces/%s/trainjobs/mnist/status", statusServerPort, ns),
+		"KUBEFLOW_TRAINER_SERVER_CA_CERT": "/var/run/secrets/kubeflow/trainer/ca.crt",
+		"KUBEFLOW_TRAINER_SERVER_TOKEN":   "/var/run/secrets/kubeflow/trainer/token",
+		"LR":                              "0.1",
+		"PET_NNODES":                      "2",
+		"PET_NPROC_PER_NODE":              "1",
+		"PET_NODE_RANK":                   "fieldRef:metadata.annotations['batch.kubernetes.io/job-completion-index']",
+		"PET_MASTER_ADDR":                 "mnist-node-0-0.mnist",
+		"PET_MASTER_PORT":                 "29500",
 	}
 	if diff := cmp.Diff(wantEnv, envOf(job)); diff != "" {
 		t.Errorf("trainer env (-want +got):\n%s", diff)

@@ -64,6 +64,12 @@ type Configuration struct {
 	// deletes nothing.
 	// +optional
 	ObjectRetentionPolicies *ObjectRetentionPolicies `json:"objectRetentionPolicies,omitempty"`
+
+	// statusServer is the HTTPS server the trainer Pods of every TrainJob
+	// report their progress to, written into status.trainerStatus. On by
+	// default.
+	// +optional
+	StatusServer *StatusServer `json:"statusServer,omitempty"`
 }
 
 // ObjectRetentionPolicies holds the retention policies per kind of object.
@@ -211,4 +217,37 @@ type WebhookCertManagement struct {
 	// caBundle the manager keeps. Defaults to trainjob-operator.
 	// +optional
 	WebhookConfigurationName string `json:"webhookConfigurationName,omitempty"`
+}
+
+// StatusServer configures the server trainer Pods report their progress to
+// (Kubeflow Trainer's TrainJob status protocol): the manager gives the
+// trainer containers of every TrainJob its URL, its CA certificate and a
+// token for that TrainJob alone, and writes what they post into the
+// TrainJob's status.trainerStatus. It serves with the webhook's certificate
+// (webhook.certDir, with the CA in ca.crt).
+type StatusServer struct {
+	// enable serves progress reports and gives trainer containers what
+	// they need to send them. Defaults to true.
+	// +optional
+	Enable *bool `json:"enable,omitempty"`
+	// port the status server listens on. Defaults to 10443.
+	// +optional
+	Port *int32 `json:"port,omitempty"`
+	// url is where trainer Pods reach the status server, without a path.
+	// Empty, https://<webhook.certManagement.dnsName>:<port>: the
+	// manager's Service, which the serving certificate is made for.
+	// +optional
+	URL string `json:"url,omitempty"`
+	// writeInterval is the least time between two writes of a TrainJob's
+	// trainerStatus: reports that arrive sooner are coalesced, the newest
+	// written at the end of the interval. Defaults to 5s.
+	// +optional
+	WriteInterval *metav1.Duration `json:"writeInterval,omitempty"`
+	// qps and burst bound the requests the status server makes to the API
+	// server (token reviews and status writes), apart from the
+	// controllers'. Default 20 and 40.
+	// +optional
+	QPS *float32 `json:"qps,omitempty"`
+	// +optional
+	Burst *int32 `json:"burst,omitempty"`
 }

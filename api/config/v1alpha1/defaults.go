@@ -40,6 +40,10 @@ const (
 	DefaultWebhookSecretName        = "trainjob-operator-webhook-certs"
 	DefaultWebhookServiceName       = "trainjob-operator-webhook"
 	DefaultWebhookConfigurationName = "trainjob-operator"
+	DefaultStatusServerPort         = 10443
+	DefaultStatusServerQPS          = 20
+	DefaultStatusServerBurst        = 40
+	DefaultStatusWriteInterval      = 5 * time.Second
 )
 
 // RegisterDefaults makes SetDefaults the scheme's defaulting function for
@@ -134,5 +138,24 @@ func SetDefaults(c *Configuration) {
 	}
 	if cm.WebhookConfigurationName == "" {
 		cm.WebhookConfigurationName = DefaultWebhookConfigurationName
+	}
+	if c.StatusServer == nil {
+		c.StatusServer = &StatusServer{}
+	}
+	ss := c.StatusServer
+	if ss.Enable == nil {
+		ss.Enable = ptr.To(true)
+	}
+	if ss.Port == nil {
+		ss.Port = ptr.To[int32](DefaultStatusServerPort)
+	}
+	if ss.WriteInterval == nil {
+		ss.WriteInterval = &metav1.Duration{Duration: DefaultStatusWriteInterval}
+	}
+	if ss.QPS == nil {
+		ss.QPS = ptr.To[float32](DefaultStatusServerQPS)
+	}
+	if ss.Burst == nil {
+		ss.Burst = ptr.To[int32](DefaultStatusServerBurst)
 	}
 }

@@ -30,3 +30,16 @@ func (tj *TrainJob) FinishedCondition() *metav1.Condition {
 	}
 	return nil
 }
+
+// StatusServerPath is the path of a TrainJob's progress endpoint on the
+// status server, as Kubeflow Trainer's trainer Pods post to it.
+func StatusServerPath(namespace, name string) string {
+	return "/apis/" + GroupVersion.Group + "/" + GroupVersion.Version + "/namespaces/" + namespace + "/trainjobs/" + name + "/status"
+}
+
+// StatusTokenAudience is the audience of the ServiceAccount tokens the
+// status server accepts for a TrainJob: a token minted for one TrainJob is
+// refused for every other.
+func StatusTokenAudience(namespace, name string) string {
+	return GroupVersion.Group + "/" + GroupVersion.Version + "/namespaces/" + namespace + "/trainjobs/" + name + "/status"
+}

@@ -143,6 +143,8 @@ const (
 // +kubebuilder:printcolumn:name="Deadline",type=integer,JSONPath=`.spec.activeDeadlineSeconds`,priority=1,description="spec.activeDeadlineSeconds"
 // +kubebuilder:printcolumn:name="TTL",type=integer,JSONPath=`.spec.ttlSecondsAfterFinished`,priority=1,description="spec.ttlSecondsAfterFinished"
 // +kubebuilder:printcolumn:name="Restarts",type=integer,JSONPath=`.status.restarts`,priority=1,description="Restarts made by the runtime's failurePolicy"
+// +kubebuilder:printcolumn:name="Progress",type=integer,JSONPath=`.status.trainerStatus.progressPercentage`,priority=1,description="Percent complete, as the trainer reported it"
+// +kubebuilder:printcolumn:name="ETA",type=integer,JSONPath=`.status.trainerStatus.estimatedRemainingSeconds`,priority=1,description="Seconds of training left, as the trainer reported it"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a lowercase RFC 1035 label: start with a letter, then letters, digits or '-'"
 // +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63",message="metadata.name must be no more than 63 characters"
@@ -429,6 +431,67 @@ type TrainJobStatus struct {
 	// completionTime is when the TrainJob completed successfully.
 	// +optional
 	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+
+	// trainerStatus is the latest progress the trainer's Pods reported to
+	// the manager's status server: how far along training is, how long it
+	// has left and its metrics. Empty until a Pod reports; it stays when
+	// the TrainJob finishes. See docs/lifecycle.md.
+	// +optional
+	TrainerStatus *TrainerStatus `json:"trainerStatus,omitempty"`
+}
+
+// TrainerStatus is the latest progress the trainer step reported.
+// +kubebuilder:validation:XValidation:rule="has(self.lastUpdatedTime)",message="lastUpdatedTime is required when trainerStatus is present"
+type TrainerStatus struct {
+	// progressPercentage is how complete training is, from 0 to 100;
+	// empty if unknown.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	ProgressPercentage *int32 `json:"progressPercentage,omitempty"`
+
+	// estimatedRemainingSeconds is how long training has left, in seconds;
+	// empty if unknown.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	EstimatedRemainingSeconds *int32 `json:"estimatedRemainingSeconds,omitempty"`
+
+	// metrics are the model's current metrics, as the training program
+	// named them.
+	// +kubebuilder:validation:MaxItems=256
+	// +listType=atomic
+	// +optional
+	Metrics []Metric `json:"metrics,omitempty"`
+
+	// lastUpdatedTime is when the training program observed this status.
+	// +optional
+	LastUpdatedTime metav1.Time `json:"lastUpdatedTime,omitempty"`
+}
+
+// Metric is one named value a training program reports, e.g. loss.
+type Metric struct {
+	// name of the metric, e.g. "loss" or "eval_accuracy".
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	// +required
+	Name string `json:"name,omitempty"`
+
+	// value of the metric, as a string.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	// +required
+	Value string `json:"value,omitempty"`
+}
+
+// UpdateTrainJobStatusRequest is the body a trainer Pod posts to the
+// status server: POST
+// /apis/trainer.kubeflow.org/v1alpha1/namespaces/{namespace}/trainjobs/{name}/status
+// (see StatusServerPath).
+type UpdateTrainJobStatusRequest struct {
+	// trainerStatus is the trainer step's progress; a request without it
+	// changes nothing.
+	// +optional
+	TrainerStatus *TrainerStatus `json:"trainerStatus,omitempty"`
 }
 
 // JobStatus summarises the child Jobs of one replicated Job.

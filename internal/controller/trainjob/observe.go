@@ -273,7 +273,7 @@ func (r *Reconciler) plan(ctx context.Context, tj *trainer.TrainJob, started boo
 			return rt, false, nil, nil, fmt.Errorf("reading %s %s: %w", rt.Kind, rt.Name, err)
 		}
 	}
-	plan, err := jobplan.Build(tj, rt)
+	plan, err := jobplan.Build(tj, rt, r.planOptions...)
 	if err != nil {
 		return rt, fromSnapshot, nil, &metav1.Condition{
 			Type:    trainer.TrainJobCreated,

@@ -126,6 +126,8 @@ type Reconciler struct {
 	clock     clock.PassiveClock
 	deadlines *metrics.DueTimes
 	workers   int
+	// planOptions are the manager's settings every plan is built with.
+	planOptions []jobplan.Option
 	// released and writes are the finalizer removals and the status
 	// writes the cache may not show yet.
 	released *releasedJobs
@@ -156,6 +158,12 @@ func WithDeadlines(d *metrics.DueTimes) Option {
 // WithWorkers sets how many TrainJobs are reconciled at once.
 func WithWorkers(n int) Option {
 	return func(r *Reconciler) { r.workers = n }
+}
+
+// WithPlanOptions sets the manager's settings every plan is built with
+// (the status server trainer Pods report to).
+func WithPlanOptions(opts ...jobplan.Option) Option {
+	return func(r *Reconciler) { r.planOptions = opts }
 }
 
 // NewReconciler returns a Reconciler. c reads from the cache and writes to
