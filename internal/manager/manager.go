@@ -136,7 +136,7 @@ func New(restConfig *rest.Config, cfg *configv1alpha1.Configuration, opts Option
 	}
 
 	metrics.Register()
-	if err := setupMetrics(mgr, opts.Clock); err != nil {
+	if err := setupMetrics(mgr); err != nil {
 		return nil, err
 	}
 	var planOptions []jobplan.Option

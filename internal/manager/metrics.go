@@ -18,11 +18,10 @@ package manager
 
 import (
 	"context"
-	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -46,7 +45,7 @@ var metricReasons = sets.New(
 // once this replica leads, and gives the counters whose labels are known
 // beforehand a series at 0, so that rates and alerts see them before the
 // first event.
-func setupMetrics(mgr ctrl.Manager, clk clock.PassiveClock) error {
+func setupMetrics(mgr ctrl.Manager) error {
 	cache := mgr.GetCache()
 	metrics.TrainJobs.SetSource(func(ctx context.Context) ([]metrics.TrainJob, error) {
 		var list trainer.TrainJobList
@@ -62,7 +61,7 @@ func setupMetrics(mgr ctrl.Manager, clk clock.PassiveClock) error {
 	})
 	// Started only on the leader, when it is elected.
 	lead := manager.RunnableFunc(func(ctx context.Context) error {
-		metrics.TrainJobs.Lead(clk.Now())
+		metrics.TrainJobs.Lead()
 		<-ctx.Done()
 		return nil
 	})
@@ -78,29 +77,39 @@ func setupMetrics(mgr ctrl.Manager, clk clock.PassiveClock) error {
 	return nil
 }
 
-// metricsView is what the TrainJobs collector reads of tj.
+// metricsView is what the TrainJobs collector reads of tj: its state, the
+// reason behind it, and since when it is in it by its status: the
+// transition time of the condition that says the state, the start time of
+// a running TrainJob (its Jobs' creation or its last resume), the creation
+// of one not yet started.
 func metricsView(tj *trainer.TrainJob) metrics.TrainJob {
-	v := metrics.TrainJob{UID: tj.UID, State: lifecycle.State(tj), Created: tj.CreationTimestamp.Time}
-	if tj.Status.StartTime != nil {
-		v.Started = tj.Status.StartTime.Time
-	}
-	var reason string
+	v := metrics.TrainJob{State: lifecycle.State(tj)}
+	var c *metav1.Condition
 	switch v.State {
 	case trainer.TrainJobStateCreated:
-		if c := meta.FindStatusCondition(tj.Status.Conditions, trainer.TrainJobCreated); c != nil {
-			reason = c.Reason
+		v.Since = tj.CreationTimestamp.Time
+		if c = meta.FindStatusCondition(tj.Status.Conditions, trainer.TrainJobCreated); c != nil && c.Status != metav1.ConditionFalse {
+			c = nil
+		}
+	case trainer.TrainJobStateRunning:
+		v.Since = tj.CreationTimestamp.Time
+		if tj.Status.StartTime != nil {
+			v.Since = tj.Status.StartTime.Time
+		}
+	case trainer.TrainJobStateSuspending, trainer.TrainJobStateSuspended:
+		// Suspended=False Suspending, or True: the condition's time once
+		// the controller recorded the suspension; until then, none.
+		if s := meta.FindStatusCondition(tj.Status.Conditions, trainer.TrainJobSuspended); s != nil && s.Reason != trainer.TrainJobResumedReason {
+			v.Since = s.LastTransitionTime.Time
 		}
 	case trainer.TrainJobStateComplete, trainer.TrainJobStateFailed:
-		c := tj.FinishedCondition()
-		reason = c.Reason
-		if c.Reason == trainer.TrainJobDeadlineExceededReason && tj.Status.StartTime != nil && tj.Spec.ActiveDeadlineSeconds != nil {
-			v.DeadlineDue = tj.Status.StartTime.Add(time.Duration(*tj.Spec.ActiveDeadlineSeconds) * time.Second)
-			v.DeadlineEnforced = c.LastTransitionTime.Time
-		}
+		c = tj.FinishedCondition()
 	}
-	if reason != "" && !metricReasons.Has(reason) {
-		reason = "Other"
+	if c != nil {
+		v.Reason, v.Since = c.Reason, c.LastTransitionTime.Time
 	}
-	v.Reason = reason
+	if v.Reason != "" && !metricReasons.Has(v.Reason) {
+		v.Reason = "Other"
+	}
 	return v
 }

@@ -31,9 +31,9 @@ import (
 func TestMetricsView(t *testing.T) {
 	created := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	started := created.Add(4 * time.Second)
-	failedAt := created.Add(66 * time.Second)
+	changed := created.Add(66 * time.Second)
 	cond := func(typ, reason string, status metav1.ConditionStatus) metav1.Condition {
-		return metav1.Condition{Type: typ, Status: status, Reason: reason, LastTransitionTime: metav1.NewTime(failedAt)}
+		return metav1.Condition{Type: typ, Status: status, Reason: reason, LastTransitionTime: metav1.NewTime(changed)}
 	}
 	base := func() *utiltesting.TrainJobWrapper {
 		w := utiltesting.MakeTrainJob("tj", "ns").UID("u")
@@ -44,40 +44,52 @@ func TestMetricsView(t *testing.T) {
 		tj   *trainer.TrainJob
 		want metrics.TrainJob
 	}{
-		"new": {
+		"new: since its creation": {
 			tj:   base().Obj(),
-			want: metrics.TrainJob{UID: "u", State: "Created", Created: created},
+			want: metrics.TrainJob{State: "Created", Since: created},
 		},
-		"refused": {
+		"refused: since Created=False": {
 			tj:   base().Condition(cond(trainer.TrainJobCreated, trainer.TrainJobJobRefusedReason, metav1.ConditionFalse)).Obj(),
-			want: metrics.TrainJob{UID: "u", State: "Created", Reason: "JobRefused", Created: created},
+			want: metrics.TrainJob{State: "Created", Reason: "JobRefused", Since: changed},
 		},
-		"running": {
+		"running: since it started": {
 			tj:   base().StartTime(started).JobsStatus(trainer.JobStatus{Name: "node"}).Obj(),
-			want: metrics.TrainJob{UID: "u", State: "Running", Created: created, Started: started},
+			want: metrics.TrainJob{State: "Running", Since: started},
 		},
-		"suspending": {
+		"resumed: since the resume, its start": {
+			tj: base().StartTime(started).JobsStatus(trainer.JobStatus{Name: "node"}).
+				Condition(cond(trainer.TrainJobSuspended, trainer.TrainJobResumedReason, metav1.ConditionFalse)).Obj(),
+			want: metrics.TrainJob{State: "Running", Since: started},
+		},
+		"suspending: since Suspended=False Suspending": {
 			tj: base().Suspend(true).StartTime(started).
 				Condition(cond(trainer.TrainJobSuspended, trainer.TrainJobSuspendingReason, metav1.ConditionFalse)).Obj(),
-			want: metrics.TrainJob{UID: "u", State: "Suspending", Created: created, Started: started},
+			want: metrics.TrainJob{State: "Suspending", Since: changed},
+		},
+		"suspending, not yet recorded: no time": {
+			tj: base().Suspend(true).StartTime(started).
+				Condition(cond(trainer.TrainJobSuspended, trainer.TrainJobResumedReason, metav1.ConditionFalse)).Obj(),
+			want: metrics.TrainJob{State: "Suspending"},
+		},
+		"suspended: since Suspended=True": {
+			tj: base().Suspend(true).StartTime(started).
+				Condition(cond(trainer.TrainJobSuspended, trainer.TrainJobSuspendedReason, metav1.ConditionTrue)).Obj(),
+			want: metrics.TrainJob{State: "Suspended", Since: changed},
 		},
 		"deadline exceeded": {
 			tj: base().Deadline(60).StartTime(started).
 				Condition(cond(trainer.TrainJobFailed, trainer.TrainJobDeadlineExceededReason, metav1.ConditionTrue)).Obj(),
-			want: metrics.TrainJob{
-				UID: "u", State: "Failed", Reason: "DeadlineExceeded", Created: created, Started: started,
-				DeadlineDue: started.Add(time.Minute), DeadlineEnforced: failedAt,
-			},
+			want: metrics.TrainJob{State: "Failed", Reason: "DeadlineExceeded", Since: changed},
 		},
 		"complete": {
 			tj: base().StartTime(started).
 				Condition(cond(trainer.TrainJobComplete, trainer.TrainJobJobsCompletedReason, metav1.ConditionTrue)).Obj(),
-			want: metrics.TrainJob{UID: "u", State: "Complete", Reason: "AllJobsCompleted", Created: created, Started: started},
+			want: metrics.TrainJob{State: "Complete", Reason: "AllJobsCompleted", Since: changed},
 		},
 		"a reason of another controller": {
 			tj: base().ManagedBy("kueue.x-k8s.io/multikueue").
 				Condition(cond(trainer.TrainJobFailed, "SomethingElse", metav1.ConditionTrue)).Obj(),
-			want: metrics.TrainJob{UID: "u", State: "Failed", Reason: "Other", Created: created},
+			want: metrics.TrainJob{State: "Failed", Reason: "Other", Since: changed},
 		},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -165,10 +166,10 @@ func updateJobsStatus(status *trainer.TrainJobStatus, children []child) {
 
 // writeStatus writes next's status, with its state, if it differs from
 // tj's, and returns the TrainJob as stored. The events of what changed are
-// recorded (created, the message of the event of Jobs created, if any) and
-// the finish is counted once the write succeeded; the next reconcile waits
-// until the cache shows the write.
-func (r *Reconciler) writeStatus(ctx context.Context, tj, next *trainer.TrainJob, created string) (*trainer.TrainJob, error) {
+// recorded (created, the message of the event of Jobs created, if any), and
+// the finish counted and the timings observed, once the write made at now
+// succeeded; the next reconcile waits until the cache shows the write.
+func (r *Reconciler) writeStatus(ctx context.Context, tj, next *trainer.TrainJob, created string, now time.Time) (*trainer.TrainJob, error) {
 	next.Status.State = lifecycle.State(next)
 	if equality.Semantic.DeepEqual(tj.Status, next.Status) {
 		return tj, nil
@@ -179,6 +180,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, tj, next *trainer.TrainJob
 	r.writes.expect(next)
 	r.emitEvents(tj, next, created)
 	countFinished(tj, next)
+	r.timings.observe(tj, next, now)
 	return next, nil
 }
 

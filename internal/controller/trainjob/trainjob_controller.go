@@ -26,6 +26,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -125,6 +126,7 @@ type Reconciler struct {
 	recorder  events.EventRecorder
 	clock     clock.PassiveClock
 	deadlines *metrics.DueTimes
+	timings   *timings
 	workers   int
 	// planOptions are the manager's settings every plan is built with.
 	planOptions []jobplan.Option
@@ -155,6 +157,12 @@ func WithDeadlines(d *metrics.DueTimes) Option {
 	return func(r *Reconciler) { r.deadlines = d }
 }
 
+// WithHistograms sets where the times to running and the delays of
+// active deadlines are observed.
+func WithHistograms(toRunning, deadlineDelay prometheus.Observer) Option {
+	return func(r *Reconciler) { r.timings = newTimings(toRunning, deadlineDelay) }
+}
+
 // WithWorkers sets how many TrainJobs are reconciled at once.
 func WithWorkers(n int) Option {
 	return func(r *Reconciler) { r.workers = n }
@@ -173,6 +181,7 @@ func NewReconciler(c client.Client, apiReader client.Reader, recorder events.Eve
 	r := &Reconciler{
 		client: c, apiReader: apiReader, recorder: recorder,
 		clock: clock.RealClock{}, deadlines: metrics.DeadlineRemaining, workers: 5,
+		timings:   newTimings(metrics.TimeToRunning, metrics.DeadlineDelay),
 		failures:  workqueue.NewTypedItemExponentialFailureRateLimiter[types.NamespacedName](failureBaseDelay, failureMaxDelay),
 		snapshots: cache.NewLRUExpireCache(snapshotsCached),
 	}
@@ -224,6 +233,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	case tj == nil:
 		// The TrainJob is gone: let its children go too.
 		r.writes.forget(key)
+		r.timings.forget(key)
 		return r.result(ctx, key, time.Time{}, 0, r.releaseLeftovers(ctx, key))
 	case lifecycle.ManagedElsewhere(tj):
 		ctrl.LoggerFrom(ctx).V(3).Info("Skipping TrainJob managed by another controller", "managedBy", *tj.Spec.ManagedBy)
@@ -249,7 +259,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 	// A conflict means this reconcile decided on a stale TrainJob, so it
 	// acts on nothing more.
-	stored, err := r.writeStatus(ctx, tj, d.next, d.createdMessage())
+	stored, err := r.writeStatus(ctx, tj, d.next, d.createdMessage(), now.Time)
 	switch {
 	case apierrors.IsConflict(err):
 		// The cache was behind: the newer TrainJob is on its way through
