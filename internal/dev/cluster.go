@@ -88,6 +88,9 @@ type Options struct {
 	// are then served over HTTPS as in a cluster, and kube-apiserver (see
 	// prometheus.go).
 	Prometheus bool
+	// PrometheusRules is the rule file Prometheus evaluates. Defaults to
+	// the chart's (PrometheusRulesFile).
+	PrometheusRules string
 	// KueuePodsReadyTimeout is Kueue's waitForPodsReady timeout; Kueue's
 	// default (30 minutes) if zero.
 	KueuePodsReadyTimeout time.Duration

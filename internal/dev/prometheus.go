@@ -254,7 +254,11 @@ func EnsurePrometheus(ctx context.Context, o Options) error {
 
 // prometheusConfigFile is Prometheus' configuration for o's cluster.
 func prometheusConfigFile(o Options, tokenFile string, metricsPort int, apiServer *url.URL, caFile string) []byte {
-	return fmt.Appendf(nil, prometheusConfiguration, model.Duration(PrometheusInterval).String(), filepath.Join(o.Root, PrometheusRulesFile),
+	rules := o.PrometheusRules
+	if rules == "" {
+		rules = filepath.Join(o.Root, PrometheusRulesFile)
+	}
+	return fmt.Appendf(nil, prometheusConfiguration, model.Duration(PrometheusInterval).String(), rules,
 		tokenFile, metricsPort, apiServer.Scheme, apiServer.Host, caFile)
 }
 

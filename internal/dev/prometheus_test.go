@@ -58,6 +58,13 @@ func TestPrometheusConfiguration(t *testing.T) {
 	if diff := cmp.Diff([]string{"/repo/" + PrometheusRulesFile}, cfg.RuleFiles); diff != "" {
 		t.Errorf("rule files (-want +got):\n%s", diff)
 	}
+	o.PrometheusRules = "/tmp/rules.yaml"
+	if err := yaml.Unmarshal(prometheusConfigFile(o, "/w/token", 4242, &url.URL{Scheme: "https", Host: "127.0.0.1:6443"}, "/w/ca.crt"), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"/tmp/rules.yaml"}, cfg.RuleFiles); diff != "" {
+		t.Errorf("rule files given PrometheusRules (-want +got):\n%s", diff)
+	}
 	if cfg.Global["scrape_interval"] != "5s" {
 		t.Errorf("scrape interval %q, want 5s", cfg.Global["scrape_interval"])
 	}

@@ -17,6 +17,7 @@ limitations under the License.
 package e2eprometheus
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -34,7 +35,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
@@ -54,19 +54,20 @@ var rangeStep = dev.PrometheusInterval
 
 // TestAlertsAndDashboard runs TrainJobs through what the alerts and the
 // dashboard watch (running, finished, failed, past a deadline, deleted by
-// TTL, suspended, not created, refused), stops the manager, and then
-// holds every alert and dashboard query to the real Prometheus: each
-// parses, each series it selects was scraped, each dashboard query
-// returns data, and the alerts of the fault (manager down, webhook
-// errors) fire. Their order matters: the last step reads what the others
-// made.
+// TTL, suspended, not created, refused), stops the manager across a
+// TrainJob's active deadline, and then holds every alert and dashboard
+// query to the real Prometheus: each parses, each series it selects was
+// scraped, each dashboard query returns data, and the alerts of the
+// faults (manager down, webhook errors, a deadline enforced late) fire.
+// Their order matters: the last step reads what the others made.
 func TestAlertsAndDashboard(t *testing.T) {
-	ns := newNamespace(t)
+	t.Cleanup(func() { logTargets(t) })
+	ns := cluster.NewNamespace(t)
 	t.Run("lifecycle", func(t *testing.T) { lifecycle(t, ns) })
 	if t.Failed() {
 		return
 	}
-	t.Run("manager down", func(t *testing.T) { managerDown(t, ns) })
+	t.Run("manager down across a deadline", func(t *testing.T) { managerDown(t, ns) })
 	t.Run("every query has data", everyQueryHasData)
 }
 
@@ -74,20 +75,13 @@ func trainJob(name, ns string, d time.Duration) *utiltesting.TrainJobWrapper {
 	return utiltesting.MakeTrainJob(name, ns).Annotation(runFor, d.String()).Command("torchrun", "train.py")
 }
 
-func create(t *testing.T, obj client.Object) {
-	t.Helper()
-	if err := k8s.Create(context.Background(), obj); err != nil {
-		t.Fatalf("creating %s: %v", obj.GetName(), err)
-	}
-}
-
 // waitState waits until the TrainJob's status.state is want (with reason,
-// if not empty, on the condition behind it).
-func waitState(t *testing.T, ns, name, want, reason string) {
+// if not empty, on the condition behind it), and returns it.
+func waitState(t *testing.T, ns, name, want, reason string) *trainer.TrainJob {
 	t.Helper()
-	eventually(t, fmt.Sprintf("TrainJob %s to be %s %s", name, want, reason), func() error {
-		var tj trainer.TrainJob
-		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &tj); err != nil {
+	var tj *trainer.TrainJob
+	cluster.Eventually(t, fmt.Sprintf("TrainJob %s to be %s %s", name, want, reason), func() (err error) {
+		if tj, err = cluster.GetTrainJob(ns, name); err != nil {
 			return err
 		}
 		if tj.Status.State != want {
@@ -98,26 +92,35 @@ func waitState(t *testing.T, ns, name, want, reason string) {
 		}
 		return nil
 	})
+	return tj
 }
 
 func lifecycle(t *testing.T, ns string) {
 	ctx := context.Background()
 	// A Job in the way of a TrainJob's: it stays Created=False, NameTaken.
-	create(t, utiltesting.MakeJob("taken-node-0", ns, "busybox").Obj())
-	create(t, trainJob("taken", ns, time.Second).Obj())
-	create(t, trainJob("finishes", ns, 2*time.Second).TTL(3).Obj())
-	create(t, trainJob("deadline", ns, 10*time.Minute).Deadline(15).Obj())
+	cluster.Create(t, utiltesting.MakeJob("taken-node-0", ns, "busybox").Obj())
+	cluster.Create(t, trainJob("taken", ns, time.Second).Obj())
+	cluster.Create(t, trainJob("finishes", ns, 2*time.Second).TTL(3).Obj())
+	// Two deadlines enforced on time. A deadline enforced late by the
+	// restarted manager (managerDown) is then, in every bucket of its
+	// histogram, fewer observations than the manager before it had:
+	// Prometheus' rate sees the restart as a reset, and the late one as
+	// an increase. One on-time observation would equal it in the buckets
+	// above the late delay, hiding it, as it never would in a manager that
+	// has run a while.
+	cluster.Create(t, trainJob("deadline", ns, 10*time.Minute).Deadline(15).Obj())
+	cluster.Create(t, trainJob("deadline-again", ns, 10*time.Minute).Deadline(15).Obj())
 	noRetries := utiltesting.MakeRuntimeSpec().Torch()
 	noRetries.Template.Spec.ReplicatedJobs[0].Template.Spec.BackoffLimit = ptr.To[int32](0)
-	create(t, noRetries.Runtime("no-retries", ns))
-	create(t, trainJob("fails", ns, 10*time.Minute).RuntimeRef(trainer.TrainingRuntimeKind, "no-retries").Annotation(failFor, "2s").Obj())
-	create(t, trainJob("suspended", ns, 10*time.Minute).Obj())
+	cluster.Create(t, noRetries.Runtime("no-retries", ns))
+	cluster.Create(t, trainJob("fails", ns, 10*time.Minute).RuntimeRef(trainer.TrainingRuntimeKind, "no-retries").Annotation(failFor, "2s").Obj())
+	cluster.Create(t, trainJob("suspended", ns, 10*time.Minute).Obj())
 	// Jobs the API server refuses: the webhook refuses the TrainJob.
 	refused := trainJob("refused", ns, time.Second).Resources(corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")},
 		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")},
 	}).Obj()
-	if err := k8s.Create(ctx, refused); err == nil || !strings.Contains(err.Error(), "denied the request") {
+	if err := cluster.Client.Create(ctx, refused); err == nil || !strings.Contains(err.Error(), "denied the request") {
 		t.Errorf("creating a TrainJob whose Jobs are invalid: %v, want the webhook's refusal", err)
 	}
 
@@ -126,48 +129,80 @@ func lifecycle(t *testing.T, ns string) {
 	// the time to running have observations at more than one time.
 	for i := range 4 {
 		time.Sleep(2 * dev.PrometheusInterval)
-		create(t, trainJob(fmt.Sprintf("steady-%d", i), ns, time.Second).TTL(2).Obj())
+		cluster.Create(t, trainJob(fmt.Sprintf("steady-%d", i), ns, time.Second).TTL(2).Obj())
 	}
 
 	waitState(t, ns, "taken", trainer.TrainJobStateCreated, trainer.TrainJobNameTakenReason)
 	waitState(t, ns, "suspended", trainer.TrainJobStateRunning, "")
-	patch := client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"suspend":true}}`))
-	if err := k8s.Patch(ctx, &trainer.TrainJob{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "suspended"}}, patch); err != nil {
-		t.Fatal(err)
-	}
+	cluster.PatchSuspend(t, ns, "suspended", true)
 	waitState(t, ns, "suspended", trainer.TrainJobStateSuspended, "")
 	waitState(t, ns, "fails", trainer.TrainJobStateFailed, trainer.TrainJobJobFailedReason)
-	eventually(t, "TrainJob finishes to be deleted by its TTL", func() error {
-		var tj trainer.TrainJob
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "finishes"}, &tj); err == nil {
+	cluster.Eventually(t, "TrainJob finishes to be deleted by its TTL", func() error {
+		if tj, err := cluster.GetTrainJob(ns, "finishes"); err == nil {
 			return fmt.Errorf("still there: %s", tj.Status.State)
 		}
 		return nil
 	})
-	waitState(t, ns, "deadline", trainer.TrainJobStateFailed, trainer.TrainJobDeadlineExceededReason)
+	for _, name := range []string{"deadline", "deadline-again"} {
+		waitState(t, ns, name, trainer.TrainJobStateFailed, trainer.TrainJobDeadlineExceededReason)
+	}
 
 	// Prometheus has scraped what the leader observed once it shows the
-	// deadline's delay.
-	eventually(t, "Prometheus to have scraped the deadline's delay", func() error {
-		return hasSamples(`trainjob_deadline_enforcement_delay_seconds_count{job="` + dev.PrometheusManagerJob + `"} > 0`)
+	// deadlines' delays and the steady TrainJobs' times to running.
+	cluster.Eventually(t, "Prometheus to have scraped the deadlines' delays and the times to running", func() error {
+		if err := hasSamples(`trainjob_deadline_enforcement_delay_seconds_count{job="` + dev.PrometheusManagerJob + `"} == 2`); err != nil {
+			return err
+		}
+		return hasSamples(`trainjob_time_to_running_seconds_count{job="` + dev.PrometheusManagerJob + `"} >= 4`)
 	})
-	eventually(t, "Prometheus to show the TrainJobs by state", func() error {
+	cluster.Eventually(t, "Prometheus to show the TrainJobs by state", func() error {
 		return hasSamples(`trainjob_trainjobs{state="Created", reason="NameTaken"} == 1`)
 	})
+	// The deadlines were enforced on time: the alert on late ones is
+	// quiet, as the fault below must change.
+	if states, err := alertStates(); err != nil {
+		t.Error(err)
+	} else if s := states["TrainJobDeadlinesEnforcedLate"]; s != "" {
+		t.Errorf("TrainJobDeadlinesEnforcedLate is %s with every deadline enforced on time", s)
+	}
 }
 
-// managerDown stops the manager and waits until the alerts of that fault
-// are active (pending for their `for`, or firing): the manager down, and
-// the API server failing to call its webhook. Users keep creating
-// TrainJobs meanwhile: a rate sees a counter's increase, not the first
-// value of a new series.
+// lateDeadline is the active deadline of the TrainJob managerDown stops
+// the manager across, and lateBy how long after it, at least, the manager
+// starts again: over the 10 s of TrainJobDeadlinesEnforcedLate.
+const (
+	lateDeadline = 20
+	lateBy       = 15 * time.Second
+)
+
+// managerDown stops the manager with a TrainJob running whose active
+// deadline falls while it is down. The alerts of that fault fire: the
+// manager down, and the API server failing to call its webhook (users
+// keep creating TrainJobs meanwhile: a rate sees a counter's increase, not
+// the first value of a new series). Started again past the deadline, the
+// manager fails the TrainJob at once, late by its downtime: the
+// manager-down alert resolves, the restarted manager's histogram holds
+// that delay as the TrainJob's status shows it, and the alert on late
+// deadlines fires.
 func managerDown(t *testing.T, ns string) {
+	ctx := context.Background()
+	cluster.Create(t, trainJob("late", ns, 10*time.Minute).Deadline(lateDeadline).Obj())
+	tj := waitState(t, ns, "late", trainer.TrainJobStateRunning, "")
+	if tj.Status.StartTime == nil {
+		t.Fatalf("TrainJob late runs without a startTime: %+v", tj.Status)
+	}
+	due := tj.Status.StartTime.Add(lateDeadline * time.Second)
+
 	if err := dev.KillManager(devOpts); err != nil {
 		t.Fatalf("killing the manager: %v", err)
 	}
+	down := time.Now()
+	restarted := false
 	t.Cleanup(func() {
-		if err := dev.Up(context.Background(), devOpts); err != nil {
-			t.Errorf("starting the manager again: %v", err)
+		if !restarted {
+			if err := dev.Up(ctx, devOpts); err != nil {
+				t.Errorf("starting the manager again: %v", err)
+			}
 		}
 	})
 	var tried time.Time
@@ -176,34 +211,114 @@ func managerDown(t *testing.T, ns string) {
 			return
 		}
 		tried = time.Now()
-		err := k8s.Create(context.Background(), trainJob("no-webhook", ns, time.Second).Obj())
+		err := cluster.Client.Create(ctx, trainJob("no-webhook", ns, time.Second).Obj())
 		if err == nil || !strings.Contains(err.Error(), "failed calling webhook") {
 			t.Errorf("creating a TrainJob with the manager down: %v, want the API server's failure to call the webhook", err)
 		}
 	}
 	for _, alert := range []string{"TrainJobOperatorDown", "TrainJobWebhookErrors"} {
-		eventuallyWithin(t, 2*time.Minute, "alert "+alert+" to be active", func() error {
-			tryCreate()
-			var alerts struct {
-				Alerts []struct {
-					Labels map[string]string
-					State  string
-				}
+		waitAlert(t, alert, "firing", 2*time.Minute, tryCreate)
+		t.Logf("alert %s firing %s after the manager stopped", alert, time.Since(down).Round(time.Second))
+	}
+
+	// Nothing enforces the deadline while the manager is down.
+	cluster.EventuallyWithin(t, lateDeadline*time.Second+lateBy+timeout, "the manager to have been down past the deadline", func() error {
+		tryCreate()
+		if wait := time.Until(due.Add(lateBy)); wait > 0 {
+			return fmt.Errorf("%s to go", wait.Round(time.Second))
+		}
+		return nil
+	})
+	if tj, err := cluster.GetTrainJob(ns, "late"); err != nil || tj.FinishedCondition() != nil {
+		t.Fatalf("TrainJob late with no manager running: %v, %+v; want it unfinished", err, tj.Status.Conditions)
+	}
+	if states, err := alertStates(); err != nil || states["TrainJobDeadlinesEnforcedLate"] != "" {
+		t.Errorf("before the late deadline is enforced: alerts %v, %v; want TrainJobDeadlinesEnforcedLate inactive", states, err)
+	}
+
+	if err := dev.Up(ctx, devOpts); err != nil {
+		t.Fatalf("starting the manager again: %v", err)
+	}
+	restarted = true
+	waitAlert(t, "TrainJobOperatorDown", "", 2*time.Minute, nil)
+	t.Log("alert TrainJobOperatorDown resolved")
+
+	tj = waitState(t, ns, "late", trainer.TrainJobStateFailed, trainer.TrainJobDeadlineExceededReason)
+	delay := tj.FinishedCondition().LastTransitionTime.Sub(due)
+	if delay < lateBy {
+		t.Fatalf("TrainJob late failed %s after its deadline, want at least %s: the manager was down past it", delay, lateBy)
+	}
+	// The restarted manager observed that delay, once: its histogram holds
+	// nothing else. The status' times are to the second.
+	cluster.Eventually(t, "Prometheus to scrape the restarted manager's deadline delay", func() error {
+		var result struct {
+			Result []struct {
+				Metric map[string]string
+				Value  [2]any
 			}
-			if err := prometheusAPI("alerts", nil, &alerts); err != nil {
+		}
+		q := `{__name__=~"trainjob_deadline_enforcement_delay_seconds_(sum|count)", job="` + dev.PrometheusManagerJob + `"}`
+		if err := prometheusAPI("query", url.Values{"query": {q}}, &result); err != nil {
+			return err
+		}
+		got := map[string]float64{}
+		for _, r := range result.Result {
+			v, err := strconv.ParseFloat(fmt.Sprint(r.Value[1]), 64)
+			if err != nil {
 				return err
 			}
-			var states []string
-			for _, a := range alerts.Alerts {
-				if a.Labels["alertname"] == alert {
-					return nil
-				}
-				states = append(states, a.Labels["alertname"]+" "+a.State)
-			}
-			return fmt.Errorf("active alerts: %v", states)
-		})
-		t.Logf("alert %s active", alert)
+			got[r.Metric["__name__"]] = v
+		}
+		count, sum := got["trainjob_deadline_enforcement_delay_seconds_count"], got["trainjob_deadline_enforcement_delay_seconds_sum"]
+		if count != 1 || math.Abs(sum-delay.Seconds()) > 1.5 {
+			return fmt.Errorf("count %v, sum %v; want 1 observation of %v", count, sum, delay)
+		}
+		return nil
+	})
+	waitAlert(t, "TrainJobDeadlinesEnforcedLate", "firing", 2*time.Minute, nil)
+	t.Logf("alert TrainJobDeadlinesEnforcedLate firing, the deadline enforced %s late", delay)
+}
+
+// alertStates returns the state of each alert Prometheus has active,
+// pending or firing, by name: firing if any of its instances fires.
+func alertStates() (map[string]string, error) {
+	var alerts struct {
+		Alerts []struct {
+			Labels map[string]string
+			State  string
+		}
 	}
+	if err := prometheusAPI("alerts", nil, &alerts); err != nil {
+		return nil, err
+	}
+	states := map[string]string{}
+	for _, a := range alerts.Alerts {
+		if name := a.Labels["alertname"]; states[name] != "firing" {
+			states[name] = a.State
+		}
+	}
+	return states, nil
+}
+
+// waitAlert waits up to d until the alert's state is want: "pending",
+// "firing", or "" for inactive (resolved); each poll calls meanwhile, if
+// not nil, first.
+func waitAlert(t *testing.T, alert, want string, d time.Duration, meanwhile func()) {
+	t.Helper()
+	what := fmt.Sprintf("alert %s to be %s", alert, cmp.Or(want, "inactive"))
+	cluster.EventuallyWithin(t, d, what, func() error {
+		if meanwhile != nil {
+			meanwhile()
+		}
+		states, err := alertStates()
+		if err != nil {
+			return err
+		}
+		if states[alert] != want {
+			return fmt.Errorf("active alerts: %v", states)
+		}
+		return nil
+	})
 }
 
 // query is an expression of the chart's, and where it is from.
@@ -309,26 +424,40 @@ func everyQueryHasData(t *testing.T) {
 			t.Errorf("%s returns no data over the test (%d series):\n%s", q.from, len(result.Result), q.expr)
 		}
 	}
-	// The rules Prometheus evaluates are the chart's, and evaluate.
+	// The rules Prometheus evaluates are the chart's alerts, each with the
+	// test's `for`, and evaluate.
 	var rules struct {
 		Groups []struct {
-			Rules []struct{ Name, Health, LastError string }
+			Rules []struct {
+				Name, Health, LastError string
+				Duration                float64
+			}
 		}
 	}
 	if err := prometheusAPI("rules", nil, &rules); err != nil {
 		t.Fatal(err)
 	}
-	evaluated := 0
+	var evaluated, alerts []string
 	for _, g := range rules.Groups {
 		for _, r := range g.Rules {
-			evaluated++
+			evaluated = append(evaluated, r.Name)
 			if r.Health != "ok" {
 				t.Errorf("rule %s: health %s: %s", r.Name, r.Health, r.LastError)
 			}
+			if r.Duration != ruleFor.Seconds() {
+				t.Errorf("rule %s: for %vs, want the test's %s", r.Name, r.Duration, ruleFor)
+			}
 		}
 	}
-	if evaluated == 0 {
-		t.Error("Prometheus evaluates no rule: is the chart's rule file loaded?")
+	for _, q := range chartQueries(t) {
+		if name, ok := strings.CutPrefix(q.from, "alert "); ok {
+			alerts = append(alerts, name)
+		}
+	}
+	slices.Sort(evaluated)
+	slices.Sort(alerts)
+	if !slices.Equal(evaluated, alerts) {
+		t.Errorf("Prometheus evaluates %v, want the chart's alerts %v", evaluated, alerts)
 	}
 }
 

@@ -18,42 +18,47 @@ limitations under the License.
 // against the real Prometheus, the version pinned in hack/tools/prometheus,
 // on the local cluster `make dev PROMETHEUS=1` uses: the manager serves
 // its metrics as in a cluster and Prometheus scrapes it as the chart's
-// ServiceMonitor does, and kube-apiserver, with the chart's rule file
-// loaded. It brings up a cluster of its own and always tears it down. make
-// test-e2e-prometheus builds Prometheus first.
+// ServiceMonitor does, and kube-apiserver, with the chart's rules loaded
+// (their `for` shortened, see shortRules). It brings up a cluster of its
+// own and always tears it down. make test-e2e-prometheus builds
+// Prometheus first.
 package e2eprometheus
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/trainjob-operator/trainjob-operator/internal/dev"
-	utiltesting "github.com/trainjob-operator/trainjob-operator/internal/util/testing"
+	"github.com/trainjob-operator/trainjob-operator/test/framework"
 )
 
+// Timeouts of the suite, in one place.
 const (
 	// timeout bounds a wait for something the cluster does in seconds.
 	timeout = 60 * time.Second
 	// interval is how often a wait polls.
 	interval = 500 * time.Millisecond
+	// ruleFor is every rule's `for` in the rules the test's Prometheus
+	// evaluates: three evaluations, so that an alert is seen pending
+	// before it fires.
+	ruleFor = 3 * dev.PrometheusInterval
 )
 
 var (
-	k8s      client.Client
+	// cluster is the suite's cluster.
+	cluster *framework.Cluster
+	// devOpts brought it up: the faults stop and restart the manager
+	// through them.
 	devOpts  dev.Options
 	repoRoot string
 	// started is when the cluster was up: the queries look at what
@@ -71,66 +76,69 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	rulesDir, err := os.MkdirTemp("", "e2e-prometheus-rules-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() { _ = os.RemoveAll(rulesDir) }()
+	rules := filepath.Join(rulesDir, "alerts.yaml")
+	if err := shortRules(filepath.Join(repoRoot, dev.PrometheusRulesFile), rules, ruleFor); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	devOpts = dev.Options{
-		Root:       repoRoot,
-		WorkDir:    filepath.Join(repoRoot, ".dev-e2e-prometheus"),
-		Name:       "trainjob-e2e-prometheus",
-		Nodes:      2,
-		Out:        os.Stderr,
-		Prometheus: true,
+		Root:            repoRoot,
+		WorkDir:         filepath.Join(repoRoot, ".dev-e2e-prometheus"),
+		Name:            "trainjob-e2e-prometheus",
+		Nodes:           2,
+		Out:             os.Stderr,
+		Prometheus:      true,
+		PrometheusRules: rules,
 	}
-	return dev.RunTests(m, devOpts, func(cl client.WithWatch) { k8s = cl; started = time.Now() })
-}
-
-// newNamespace creates a namespace for one test; on failure it prints what
-// was in it; afterwards it deletes it.
-func newNamespace(t *testing.T) string {
-	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-prometheus-"}}
-	if err := k8s.Create(context.Background(), ns); err != nil {
-		t.Fatalf("creating namespace: %v", err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			dump(t, ns.Name)
-		}
-		_ = k8s.Delete(context.Background(), ns)
+	return dev.RunTests(m, devOpts, func(cl client.WithWatch) {
+		cluster = framework.DevCluster(devOpts, cl)
+		cluster.NamespacePrefix = "e2e-prometheus-"
+		cluster.Timeout, cluster.Interval = timeout, interval
+		cluster.Dump.Logs = append(cluster.Dump.Logs, framework.Log{Name: "Prometheus", Path: devOpts.PrometheusLog()})
+		started = time.Now()
 	})
-	return ns.Name
 }
 
-// dump logs the TrainJobs, Jobs and events of a namespace, Prometheus'
-// targets, and the end of the manager's and Prometheus' logs.
-func dump(t *testing.T, ns string) {
-	t.Helper()
-	for _, args := range [][]string{
-		{"get", "trainjobs,jobs,pods", "-n", ns, "-o", "wide"},
-		{"get", "events", "-n", ns, "--sort-by=.lastTimestamp"},
-	} {
-		out, _ := exec.Command(filepath.Join(repoRoot, "bin", "kubectl"), append([]string{"--kubeconfig", devOpts.Kubeconfig()}, args...)...).CombinedOutput()
-		t.Logf("kubectl %s:\n%s", strings.Join(args, " "), out)
+// shortRules writes to out the chart's rule file at in with every rule's
+// `for` set to d; the rest of each rule, its expression first, is the
+// shipped one. The shipped `for`s (2 to 15 minutes) are what a production
+// Prometheus should wait; a test that waited them would take longer than
+// every other suite together, and what the test shows, that an expression
+// holds on the fault and that the alert fires and resolves, does not
+// depend on how long it is held.
+func shortRules(in, out string, d time.Duration) error {
+	data, err := os.ReadFile(in)
+	if err != nil {
+		return err
 	}
-	var targets any
-	if err := prometheusAPI("targets", nil, &targets); err == nil {
-		out, _ := json.MarshalIndent(targets, "", "  ")
-		t.Logf("Prometheus' targets:\n%s", out)
+	var file map[string]any
+	if err := yaml.Unmarshal(data, &file); err != nil {
+		return fmt.Errorf("%s: %w", in, err)
 	}
-	for name, path := range map[string]string{"manager": devOpts.ManagerLog(), "Prometheus": devOpts.PrometheusLog()} {
-		if data, err := os.ReadFile(path); err == nil {
-			lines := strings.Split(strings.TrimSpace(string(data)), "\n")
-			t.Logf("%s log (last lines):\n%s", name, strings.Join(lines[max(0, len(lines)-30):], "\n"))
+	groups, _ := file["groups"].([]any)
+	n := 0
+	for _, g := range groups {
+		rules, _ := g.(map[string]any)["rules"].([]any)
+		for _, r := range rules {
+			if rule, _ := r.(map[string]any); rule["for"] != nil {
+				rule["for"] = d.String()
+				n++
+			}
 		}
 	}
-}
-
-func eventually(t *testing.T, what string, check func() error) {
-	t.Helper()
-	utiltesting.Eventually(t, timeout, interval, what, check)
-}
-
-func eventuallyWithin(t *testing.T, d time.Duration, what string, check func() error) {
-	t.Helper()
-	utiltesting.Eventually(t, d, interval, what, check)
+	if n == 0 {
+		return fmt.Errorf("%s: no rule with a for: is the file read right?", in)
+	}
+	if data, err = yaml.Marshal(file); err != nil {
+		return err
+	}
+	return os.WriteFile(out, data, 0o644)
 }
 
 // prometheusAPI calls Prometheus' HTTP API at /api/v1/<path> with the
@@ -161,4 +169,18 @@ func prometheusAPI(path string, params url.Values, out any) error {
 		return fmt.Errorf("%s: %s", path, answer.Error)
 	}
 	return json.Unmarshal(answer.Data, out)
+}
+
+// logTargets logs Prometheus' targets, if the test failed: whether and
+// how its scrapes failed.
+func logTargets(t *testing.T) {
+	t.Helper()
+	if !t.Failed() {
+		return
+	}
+	var targets any
+	if err := prometheusAPI("targets", nil, &targets); err == nil {
+		out, _ := json.MarshalIndent(targets, "", "  ")
+		t.Logf("Prometheus' targets:\n%s", out)
+	}
 }
