@@ -32,13 +32,12 @@ import (
 	"time"
 
 	"github.com/prometheus/common/model"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -63,11 +62,18 @@ const (
 	// often, so that a short run has points to show.
 	PrometheusInterval = 5 * time.Second
 
-	// prometheusScraper is the ServiceAccount Prometheus scrapes as, in
-	// systemNamespace, bound to the ClusterRole the chart's
-	// metrics.serviceMonitor.scraper binds.
-	prometheusScraper = "trainjob-dev-prometheus"
-	metricsReaderRole = "trainjob-operator-metrics-reader"
+	// PrometheusScraper is the ServiceAccount Prometheus scrapes as, in
+	// systemNamespace, and PrometheusScraperToken the Secret of its token:
+	// those the chart's ServiceMonitor makes and reads its credentials
+	// from, bound as the chart binds them to the ClusterRole that may GET
+	// /metrics.
+	PrometheusScraper      = "trainjob-operator-metrics-scraper"
+	PrometheusScraperToken = "trainjob-operator-metrics-scraper-token"
+	metricsReaderRole      = "trainjob-operator-metrics-reader"
+
+	// tokenWait bounds the wait for Kubernetes' token controller to fill
+	// the scraper's token Secret: moments.
+	tokenWait = time.Minute
 )
 
 // prometheusConfiguration is Prometheus' configuration file; its arguments
@@ -262,28 +268,47 @@ func prometheusConfigFile(o Options, tokenFile string, metricsPort int, apiServe
 		tokenFile, metricsPort, apiServer.Scheme, apiServer.Host, caFile)
 }
 
-// writeScraperToken makes the ServiceAccount Prometheus scrapes as, binds
-// it to the ClusterRole that may GET /metrics (the manager's, and
-// kube-apiserver's too), and writes a token of it to path.
+// writeScraperToken makes the ServiceAccount Prometheus scrapes as, a
+// Secret of its token and a binding of it to the ClusterRole that may GET
+// /metrics (the manager's, and kube-apiserver's too), as the chart's
+// ServiceMonitor has them, and writes the token to path, as the Prometheus
+// Operator puts the Secret's token in the scrape configuration.
 func writeScraperToken(ctx context.Context, cl client.Client, path string) error {
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: prometheusScraper, Namespace: systemNamespace}}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: PrometheusScraper, Namespace: systemNamespace}}
 	if err := cl.Create(ctx, sa); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating ServiceAccount %s: %w", prometheusScraper, err)
+		return fmt.Errorf("creating ServiceAccount %s: %w", PrometheusScraper, err)
+	}
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: PrometheusScraperToken, Namespace: systemNamespace,
+			Annotations: map[string]string{corev1.ServiceAccountNameKey: PrometheusScraper},
+		},
+		Type: corev1.SecretTypeServiceAccountToken,
+	}
+	if err := cl.Create(ctx, secret); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating Secret %s: %w", PrometheusScraperToken, err)
 	}
 	binding := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: prometheusScraper},
+		ObjectMeta: metav1.ObjectMeta{Name: PrometheusScraper},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: metricsReaderRole},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: prometheusScraper, Namespace: systemNamespace}},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: PrometheusScraper, Namespace: systemNamespace}},
 	}
 	if err := cl.Create(ctx, binding); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("binding %s to %s: %w", prometheusScraper, metricsReaderRole, err)
+		return fmt.Errorf("binding %s to %s: %w", PrometheusScraper, metricsReaderRole, err)
 	}
-	// A day: longer than a dev session; a new `make dev-up` writes another.
-	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](24 * 3600)}}
-	if err := cl.SubResource("token").Create(ctx, sa, tr); err != nil {
-		return fmt.Errorf("requesting a token of %s: %w", prometheusScraper, err)
+	// kube-controller-manager's token controller fills the Secret.
+	var token []byte
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, tokenWait, true, func(ctx context.Context) (bool, error) {
+		if err := cl.Get(ctx, client.ObjectKeyFromObject(secret), secret); err != nil {
+			return false, err
+		}
+		token = secret.Data[corev1.ServiceAccountTokenKey]
+		return len(token) > 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for the token of Secret %s: %w", PrometheusScraperToken, err)
 	}
-	return os.WriteFile(path, []byte(tr.Status.Token), 0o600)
+	return os.WriteFile(path, token, 0o600)
 }
 
 // apiServerTarget returns kube-apiserver's URL, and a file with the CA

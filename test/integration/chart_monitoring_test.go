@@ -25,6 +25,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/trainjob-operator/trainjob-operator/internal/dev"
@@ -33,7 +34,6 @@ import (
 // monitoringValues turn on every monitoring piece of the chart.
 var monitoringValues = []string{
 	"--set", "metrics.serviceMonitor.enabled=true",
-	"--set", "metrics.serviceMonitor.scraper.name=prometheus", "--set", "metrics.serviceMonitor.scraper.namespace=monitoring",
 	"--set", "metrics.serviceMonitor.labels.release=kube-prometheus-stack",
 	"--set", "metrics.prometheusRule.enabled=true",
 	"--set", "metrics.dashboard.enabled=true",
@@ -50,7 +50,8 @@ func TestChartMonitoring(t *testing.T) {
 		case "ServiceMonitor", "PrometheusRule":
 			t.Errorf("%s rendered with the default values", objectKey(u))
 		}
-		if u.GetName() == "trainjob-operator-dashboard" || u.GetName() == "trainjob-operator-metrics" {
+		switch u.GetName() {
+		case "trainjob-operator-dashboard", "trainjob-operator-metrics", "trainjob-operator-metrics-scraper", "trainjob-operator-metrics-scraper-token":
 			t.Errorf("%s rendered with the default values", objectKey(u))
 		}
 	}
@@ -61,30 +62,43 @@ func TestChartMonitoring(t *testing.T) {
 	deploy := find(objs, "Deployment", "trainjob-operator")
 	svc := find(objs, "Service", dev.PrometheusManagerJob)
 	sm := find(objs, "ServiceMonitor", "trainjob-operator")
-	if deploy == nil || svc == nil || sm == nil {
-		t.Fatalf("Deployment %v, Service %s %v, ServiceMonitor %v: want all", deploy != nil, dev.PrometheusManagerJob, svc != nil, sm != nil)
+	scraper := find(objs, "ServiceAccount", "trainjob-operator-metrics-scraper")
+	token := find(objs, "Secret", "trainjob-operator-metrics-scraper-token")
+	if deploy == nil || svc == nil || sm == nil || scraper == nil || token == nil {
+		t.Fatalf("Deployment %v, Service %s %v, ServiceMonitor %v, the scraper's ServiceAccount %v and token %v: want all",
+			deploy != nil, dev.PrometheusManagerJob, svc != nil, sm != nil, scraper != nil, token != nil)
 	}
 	cfg := managerConfig(t, objs)
 	checks := map[string][2]any{
-		"the manager's port named metrics":   {fmt.Sprint(nested(deploy, "spec", "template", "spec", "containers", 0, "ports", 1, "containerPort")), "8443"},
-		"its metrics bind address":           {cfg.Metrics.BindAddress, ":8443"},
-		"secure serving":                     {*cfg.Metrics.SecureServing, true},
-		"the Service's target port":          {nested(svc, "spec", "ports", 0, "targetPort"), nested(deploy, "spec", "template", "spec", "containers", 0, "ports", 1, "name")},
-		"the Service selects the manager":    {nested(svc, "spec", "selector", "app.kubernetes.io/name"), nested(deploy, "spec", "selector", "matchLabels", "app.kubernetes.io/name")},
-		"the ServiceMonitor selects it":      {nested(sm, "spec", "selector", "matchLabels", "app.kubernetes.io/component"), nested(svc, "metadata", "labels", "app.kubernetes.io/component")},
-		"its port":                           {nested(sm, "spec", "endpoints", 0, "port"), nested(svc, "spec", "ports", 0, "name")},
-		"its scheme":                         {nested(sm, "spec", "endpoints", 0, "scheme"), "https"},
-		"its path":                           {nested(sm, "spec", "endpoints", 0, "path"), "/metrics"},
-		"its token":                          {nested(sm, "spec", "endpoints", 0, "bearerTokenFile"), "/var/run/secrets/kubernetes.io/serviceaccount/token"},
-		"its honorLabels":                    {nested(sm, "spec", "endpoints", 0, "honorLabels"), true},
-		"its labels for Prometheus":          {nested(sm, "metadata", "labels", "release"), "kube-prometheus-stack"},
-		"its namespace":                      {sm.GetNamespace(), "ml-platform"},
-		"the scraper's role":                 {nested(find(objs, "ClusterRoleBinding", "trainjob-operator-metrics-scraper"), "roleRef", "name"), "trainjob-operator-metrics-reader"},
-		"the scraper":                        {nested(find(objs, "ClusterRoleBinding", "trainjob-operator-metrics-scraper"), "subjects", 0, "namespace"), "monitoring"},
-		"the reader role may GET /metrics":   {nested(find(objs, "ClusterRole", "trainjob-operator-metrics-reader"), "rules", 0, "nonResourceURLs", 0), "/metrics"},
-		"the dashboard's sidecar label":      {nested(find(objs, "ConfigMap", "trainjob-operator-dashboard"), "metadata", "labels", "grafana_dashboard"), "1"},
-		"the PrometheusRule's namespace":     {find(objs, "PrometheusRule", "trainjob-operator").GetNamespace(), "ml-platform"},
-		"the job the alerts are written for": {dev.PrometheusManagerJob, "trainjob-operator-metrics"},
+		"the manager's port named metrics":    {fmt.Sprint(nested(deploy, "spec", "template", "spec", "containers", 0, "ports", 1, "containerPort")), "8443"},
+		"its metrics bind address":            {cfg.Metrics.BindAddress, ":8443"},
+		"secure serving":                      {*cfg.Metrics.SecureServing, true},
+		"the Service's target port":           {nested(svc, "spec", "ports", 0, "targetPort"), nested(deploy, "spec", "template", "spec", "containers", 0, "ports", 1, "name")},
+		"the Service selects the manager":     {nested(svc, "spec", "selector", "app.kubernetes.io/name"), nested(deploy, "spec", "selector", "matchLabels", "app.kubernetes.io/name")},
+		"the ServiceMonitor selects it":       {nested(sm, "spec", "selector", "matchLabels", "app.kubernetes.io/component"), nested(svc, "metadata", "labels", "app.kubernetes.io/component")},
+		"its port":                            {nested(sm, "spec", "endpoints", 0, "port"), nested(svc, "spec", "ports", 0, "name")},
+		"its scheme":                          {nested(sm, "spec", "endpoints", 0, "scheme"), "https"},
+		"its path":                            {nested(sm, "spec", "endpoints", 0, "path"), "/metrics"},
+		"its authorization type":              {nested(sm, "spec", "endpoints", 0, "authorization", "type"), "Bearer"},
+		"its credentials' Secret":             {nested(sm, "spec", "endpoints", 0, "authorization", "credentials", "name"), token.GetName()},
+		"its credentials' key":                {nested(sm, "spec", "endpoints", 0, "authorization", "credentials", "key"), corev1.ServiceAccountTokenKey},
+		"no deprecated bearerTokenFile":       {nested(sm, "spec", "endpoints", 0, "bearerTokenFile"), nil},
+		"the Secret beside the monitor":       {token.GetNamespace(), sm.GetNamespace()},
+		"the Secret a token":                  {nested(token, "type"), string(corev1.SecretTypeServiceAccountToken)},
+		"the token's ServiceAccount":          {token.GetAnnotations()[corev1.ServiceAccountNameKey], scraper.GetName()},
+		"the ServiceAccount's namespace":      {scraper.GetNamespace(), sm.GetNamespace()},
+		"its honorLabels":                     {nested(sm, "spec", "endpoints", 0, "honorLabels"), true},
+		"its labels for Prometheus":           {nested(sm, "metadata", "labels", "release"), "kube-prometheus-stack"},
+		"its namespace":                       {sm.GetNamespace(), "ml-platform"},
+		"the scraper's role":                  {nested(find(objs, "ClusterRoleBinding", "trainjob-operator-metrics-scraper"), "roleRef", "name"), "trainjob-operator-metrics-reader"},
+		"the scraper bound":                   {nested(find(objs, "ClusterRoleBinding", "trainjob-operator-metrics-scraper"), "subjects", 0, "name"), scraper.GetName()},
+		"the scraper bound, its namespace":    {nested(find(objs, "ClusterRoleBinding", "trainjob-operator-metrics-scraper"), "subjects", 0, "namespace"), scraper.GetNamespace()},
+		"the ServiceAccount dev scrapes as":   {dev.PrometheusScraper, scraper.GetName()},
+		"the Secret dev reads its token from": {dev.PrometheusScraperToken, token.GetName()},
+		"the reader role may GET /metrics":    {nested(find(objs, "ClusterRole", "trainjob-operator-metrics-reader"), "rules", 0, "nonResourceURLs", 0), "/metrics"},
+		"the dashboard's sidecar label":       {nested(find(objs, "ConfigMap", "trainjob-operator-dashboard"), "metadata", "labels", "grafana_dashboard"), "1"},
+		"the PrometheusRule's namespace":      {find(objs, "PrometheusRule", "trainjob-operator").GetNamespace(), "ml-platform"},
+		"the job the alerts are written for":  {dev.PrometheusManagerJob, "trainjob-operator-metrics"},
 	}
 	for what, c := range checks {
 		if fmt.Sprint(c[0]) != fmt.Sprint(c[1]) {
