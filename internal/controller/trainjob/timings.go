@@ -51,7 +51,8 @@ type timings struct {
 	toRunning, deadlineDelay prometheus.Observer
 
 	mu sync.Mutex
-	// running are the TrainJobs whose time to running was observed.
+	// running are the unfinished TrainJobs whose time to running was
+	// observed.
 	running map[types.NamespacedName]types.UID
 }
 
@@ -68,16 +69,21 @@ func (t *timings) observe(old, cur *trainer.TrainJob, now time.Time) {
 			t.deadlineDelay.Observe(max(0, now.Sub(due).Seconds()))
 		}
 	}
-	if cur.Status.Restarts > 0 || trainerRunning(&old.Status) || !trainerRunning(&cur.Status) {
-		return
-	}
 	key := types.NamespacedName{Namespace: cur.Namespace, Name: cur.Name}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.running[key] == cur.UID {
+	seen, finished := t.running[key] == cur.UID, cur.FinishedCondition() != nil
+	if finished {
+		// A finished TrainJob's Pods do not run again: nothing more to
+		// remember of it.
+		delete(t.running, key)
+	}
+	if seen || cur.Status.Restarts > 0 || trainerRunning(&old.Status) || !trainerRunning(&cur.Status) {
 		return
 	}
-	t.running[key] = cur.UID
+	if !finished {
+		t.running[key] = cur.UID
+	}
 	t.toRunning.Observe(max(0, now.Sub(cur.CreationTimestamp.Time).Seconds()))
 }
 

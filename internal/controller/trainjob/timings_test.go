@@ -117,8 +117,8 @@ func TestDeadlineDelayOnlyForDeadlines(t *testing.T) {
 
 // The time to running is observed once, by the reconcile that first sees
 // every Pod of the trainer step running, from the TrainJob's creation: not
-// again when Pods stop and run again in the same manager, nor by a
-// restarted manager that finds them running.
+// again when Pods stop and run again, or succeed, in the same manager, nor
+// by a restarted manager that finds the TrainJob complete.
 func TestTimeToRunningObservedOnce(t *testing.T) {
 	spec := utiltesting.MakeRuntimeSpec().Torch()
 	w := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").StartTime(now.Add(-10 * time.Second)).JobsStatus(nodeStep)
@@ -172,13 +172,35 @@ func TestTimeToRunningObservedOnce(t *testing.T) {
 	if err := f.reconcile(t, "tj"); err != nil {
 		t.Fatal(err)
 	}
-	// A restarted manager finds them running.
+	// Replaced again, and the Job succeeds before it is ready: the write
+	// that completes the TrainJob records its Pods succeeded.
+	setReady(pods - 1)
+	if err := f.reconcile(t, "tj"); err != nil {
+		t.Fatal(err)
+	}
+	var job batchv1.Job
+	if err := f.client.Get(context.Background(), client.ObjectKeyFromObject(child), &job); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.client.Status().Update(context.Background(), utiltesting.WrapJob(&job).Succeeded(f.clock.Now()).Obj()); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.reconcile(t, "tj"); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.trainJob(t, "tj").FinishedCondition(); got == nil || got.Type != trainer.TrainJobComplete {
+		t.Fatalf("finished: %+v, want Complete", got)
+	}
+	// A restarted manager finds it complete.
 	f.restart(toRunning, delay)
 	if err := f.reconcile(t, "tj"); err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff(samples{1, 15}, histogramOf(t, toRunning)); diff != "" {
-		t.Errorf("time to running after Pods ran again and a restart (-want +got):\n%s", diff)
+		t.Errorf("time to running after Pods ran again, completed and a restart (-want +got):\n%s", diff)
+	}
+	if n := len(f.r.timings.running); n != 0 {
+		t.Errorf("%d TrainJobs remembered once every one finished, want none", n)
 	}
 }
 
