@@ -198,6 +198,12 @@ func (d *description) print(out io.Writer, retention *configv1alpha1.TrainJobRet
 	if p := tj.Status.FailurePolicy; p != nil {
 		fmt.Fprintf(w, "Restarts:\t%d (%d of maxRestarts %d counted)\n", tj.Status.Restarts, tj.Status.RestartsCountTowardsMax, p.MaxRestarts)
 	}
+	if ts := tj.Status.TrainerStatus; ts != nil {
+		fmt.Fprintf(w, "Progress:\t%s, ETA %s (reported %s ago)\n", progress(tj), eta(tj, now), ago(&ts.LastUpdatedTime, now))
+		for _, m := range ts.Metrics {
+			fmt.Fprintf(w, "Metric:\t%s = %s\n", m.Name, m.Value)
+		}
+	}
 	for _, c := range tj.Status.Conditions {
 		fmt.Fprintf(w, "Condition:\t%s=%s (%s) %s\n", c.Type, c.Status, c.Reason, c.Message)
 	}

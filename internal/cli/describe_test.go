@@ -18,6 +18,7 @@ package cli
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -138,5 +139,25 @@ func TestDescribeFormats(t *testing.T) {
 				t.Errorf("output (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// describe shows the trainer's last progress report: percent, time left
+// counted down from the report, and each metric.
+func TestDescribeShowsProgress(t *testing.T) {
+	tj := utiltesting.MakeTrainJob("a", "ns").StartTime(now.Add(-10*time.Minute)).TrainerStatus(45, 600, now.Add(-2*time.Minute)).Obj()
+	tj.Status.TrainerStatus.Metrics = []trainer.Metric{{Name: "loss", Value: "0.15"}, {Name: "accuracy", Value: "0.92"}}
+	var out strings.Builder
+	if err := (&description{tj: tj}).print(&out, nil, now); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"Progress:     45%, ETA 8m (reported 2m ago)\n",
+		"Metric:       loss = 0.15\n",
+		"Metric:       accuracy = 0.92\n",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("describe does not show %q:\n%s", want, out.String())
+		}
 	}
 }

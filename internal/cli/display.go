@@ -85,6 +85,26 @@ func ago(t *metav1.Time, now time.Time) string {
 	return duration.HumanDuration(now.Sub(t.Time))
 }
 
+// progress is how far along the trainer last reported it was, "-" if it
+// has not said.
+func progress(tj *trainer.TrainJob) string {
+	if s := tj.Status.TrainerStatus; s != nil && s.ProgressPercentage != nil {
+		return fmt.Sprintf("%d%%", *s.ProgressPercentage)
+	}
+	return "-"
+}
+
+// eta is how long the trainer last said it had left, counted down from
+// when it said so; "-" once the TrainJob finished, or if it has not said.
+func eta(tj *trainer.TrainJob, now time.Time) string {
+	s := tj.Status.TrainerStatus
+	if s == nil || s.EstimatedRemainingSeconds == nil || tj.FinishedCondition() != nil {
+		return "-"
+	}
+	left := time.Duration(*s.EstimatedRemainingSeconds)*time.Second - now.Sub(s.LastUpdatedTime.Time)
+	return duration.HumanDuration(max(0, left))
+}
+
 // nodes is the number of trainer nodes the TrainJob asks for, or "-" when
 // it takes the runtime's.
 func nodes(tj *trainer.TrainJob) string {

@@ -44,13 +44,14 @@ func TestTable(t *testing.T) {
 	}
 	tjs := []trainer.TrainJob{
 		*make("pending").Condition(cond(trainer.TrainJobCreated, "False", trainer.TrainJobRuntimeNotFoundReason, now)).Obj(),
-		*make("running").NumNodes(4).JobsStatus(created).StartTime(now.Add(-10 * time.Minute)).Deadline(3600).Obj(),
+		*make("running").NumNodes(4).JobsStatus(created).StartTime(now.Add(-10 * time.Minute)).Deadline(3600).
+			TrainerStatus(45, 600, now.Add(-2*time.Minute)).Obj(),
 		*make("suspended").Suspend(true).JobsStatus(created).StartTime(now.Add(-10 * time.Minute)).Deadline(3600).
 			Condition(cond(trainer.TrainJobSuspended, "True", trainer.TrainJobSuspendedReason, now.Add(-time.Minute))).Obj(),
 		// Waiting to be started or admitted: afterSuspended does not count.
 		*make("waiting").Suspend(true).JobsStatus(created).
 			Condition(cond(trainer.TrainJobSuspended, "True", trainer.TrainJobSuspendedReason, now.Add(-time.Minute))).Obj(),
-		*make("done").JobsStatus(created).TTL(300).StartTime(now.Add(-30 * time.Minute)).
+		*make("done").JobsStatus(created).TTL(300).StartTime(now.Add(-30*time.Minute)).TrainerStatus(100, 0, now.Add(-2*time.Minute)).
 			Condition(cond(trainer.TrainJobComplete, "True", trainer.TrainJobJobsCompletedReason, now.Add(-2*time.Minute))).Obj(),
 		*make("failed").JobsStatus(created).StartTime(now.Add(-30 * time.Minute)).
 			Condition(cond(trainer.TrainJobFailed, "True", trainer.TrainJobDeadlineExceededReason, now.Add(-2*time.Minute))).Obj(),
@@ -63,13 +64,13 @@ func TestTable(t *testing.T) {
 	if err := printTable(&out, tjs, retention, false, now); err != nil {
 		t.Fatal(err)
 	}
-	want := `NAME        STATE                       NODES   STARTED   DEADLINE IN   DELETED IN                     AGE
-pending     Created (RuntimeNotFound)   -       -         -             -                              60m
-running     Running                     4       10m ago   50m           -                              60m
-suspended   Suspended                   -       10m ago   paused        23h (afterSuspended)           60m
-waiting     Suspended                   -       -         -             -                              60m
-done        Complete                    -       30m ago   -             3m (ttlSecondsAfterFinished)   60m
-failed      Failed (DeadlineExceeded)   -       30m ago   -             58m (afterFinished)            60m
+	want := `NAME        STATE                       NODES   PROGRESS   ETA   STARTED   DEADLINE IN   DELETED IN                     AGE
+pending     Created (RuntimeNotFound)   -       -          -     -         -             -                              60m
+running     Running                     4       45%        8m    10m ago   50m           -                              60m
+suspended   Suspended                   -       -          -     10m ago   paused        23h (afterSuspended)           60m
+waiting     Suspended                   -       -          -     -         -             -                              60m
+done        Complete                    -       100%       -     30m ago   -             3m (ttlSecondsAfterFinished)   60m
+failed      Failed (DeadlineExceeded)   -       -          -     30m ago   -             58m (afterFinished)            60m
 `
 	if diff := cmp.Diff(want, out.String()); diff != "" {
 		t.Errorf("table (-want +got):\n%s", diff)

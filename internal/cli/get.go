@@ -242,7 +242,7 @@ func printTable(out io.Writer, tjs []trainer.TrainJob, retention *configv1alpha1
 func (t *table) print(tjs []trainer.TrainJob, now time.Time) error {
 	var cells [][]string
 	if !t.headed && !t.noHeaders {
-		cells = append(cells, t.row("NAMESPACE", []string{"NAME", "STATE", "NODES", "STARTED", "DEADLINE IN", "DELETED IN", "AGE"},
+		cells = append(cells, t.row("NAMESPACE", []string{"NAME", "STATE", "NODES", "PROGRESS", "ETA", "STARTED", "DEADLINE IN", "DELETED IN", "AGE"},
 			"RUNTIME", "RESTARTS", "QUEUE"))
 	}
 	t.headed = true
@@ -253,7 +253,7 @@ func (t *table) print(tjs []trainer.TrainJob, now time.Time) error {
 			queue = "-"
 		}
 		cells = append(cells, t.row(tj.Namespace,
-			[]string{tj.Name, state(tj), nodes(tj), agoOrDash(tj, now), deadlineIn(tj, now), deletedIn(tj, t.retention, now), ago(&tj.CreationTimestamp, now)},
+			[]string{tj.Name, state(tj), nodes(tj), progress(tj), eta(tj, now), agoOrDash(tj, now), deadlineIn(tj, now), deletedIn(tj, t.retention, now), ago(&tj.CreationTimestamp, now)},
 			jobplan.KindOf(tj)+"/"+tj.Spec.RuntimeRef.Name, fmt.Sprint(tj.Status.Restarts), queue))
 	}
 	return t.rows.print(cells...)

@@ -179,20 +179,20 @@ func TestGetFormats(t *testing.T) {
 		},
 		"the table": {
 			args: []string{},
-			want: "NAME   STATE        NODES   STARTED   DEADLINE IN   DELETED IN   AGE\n" +
-				"a      Suspending   -       -         -             -            60m\n" +
-				"b      Running      2       10m ago   -             -            60m\n",
+			want: "NAME   STATE        NODES   PROGRESS   ETA   STARTED   DEADLINE IN   DELETED IN   AGE\n" +
+				"a      Suspending   -       -          -     -         -             -            60m\n" +
+				"b      Running      2       -          -     10m ago   -             -            60m\n",
 		},
 		"wide": {
 			args: []string{"-A", "-o", "wide"},
-			want: "NAMESPACE   NAME   STATE        NODES   STARTED   DEADLINE IN   DELETED IN   AGE   RUNTIME                                    RESTARTS   QUEUE\n" +
-				"ns          a      Suspending   -       -         -             -            60m   ClusterTrainingRuntime/torch-distributed   0          q\n" +
-				"ns          b      Running      2       10m ago   -             -            60m   ClusterTrainingRuntime/torch-distributed   1          -\n" +
-				"other       c      Created      -       -         -             -            60m   ClusterTrainingRuntime/torch-distributed   0          -\n",
+			want: "NAMESPACE   NAME   STATE        NODES   PROGRESS   ETA   STARTED   DEADLINE IN   DELETED IN   AGE   RUNTIME                                    RESTARTS   QUEUE\n" +
+				"ns          a      Suspending   -       -          -     -         -             -            60m   ClusterTrainingRuntime/torch-distributed   0          q\n" +
+				"ns          b      Running      2       -          -     10m ago   -             -            60m   ClusterTrainingRuntime/torch-distributed   1          -\n" +
+				"other       c      Created      -       -          -     -         -             -            60m   ClusterTrainingRuntime/torch-distributed   0          -\n",
 		},
 		"the table without headers": {
 			args: []string{"a", "--no-headers"},
-			want: "a   Suspending   -   -   -   -   60m\n",
+			want: "a   Suspending   -   -   -   -   -   -   60m\n",
 		},
 		"an unknown format": {
 			args:    []string{"-o", "xml"},

@@ -54,11 +54,11 @@ func TestGetWatch(t *testing.T) {
 	}{
 		"the table": {
 			args: []string{"-w"},
-			listed: "NAME   STATE        NODES   STARTED   DEADLINE IN   DELETED IN   AGE\n" +
-				"a      Suspending   -       -         -             -            60m\n" +
-				"b      Running      2       10m ago   -             -            60m\n",
-			changed: "b      Complete     2       10m ago   -             -            60m\n" +
-				"a      Suspending   -       -         -             -            60m\n",
+			listed: "NAME   STATE        NODES   PROGRESS   ETA   STARTED   DEADLINE IN   DELETED IN   AGE\n" +
+				"a      Suspending   -       -          -     -         -             -            60m\n" +
+				"b      Running      2       -          -     10m ago   -             -            60m\n",
+			changed: "b      Complete     2       -          -     10m ago   -             -            60m\n" +
+				"a      Suspending   -       -          -     -         -             -            60m\n",
 		},
 		"names": {
 			args:    []string{"--watch", "-o", "name"},
@@ -76,9 +76,9 @@ func TestGetWatch(t *testing.T) {
 		},
 		"every namespace": {
 			args: []string{"-A", "-w", "-l", "team=nlp", "--no-headers"},
-			listed: "ns      a   Suspending   -   -   -   -   60m\n" +
-				"other   c   Created      -   -   -   -   60m\n",
-			changed: "ns      a   Suspending   -   -   -   -   60m\n",
+			listed: "ns      a   Suspending   -   -   -   -   -   -   60m\n" +
+				"other   c   Created      -   -   -   -   -   -   60m\n",
+			changed: "ns      a   Suspending   -   -   -   -   -   -   60m\n",
 		},
 	}
 	for name, tc := range cases {

@@ -188,6 +188,14 @@ func (w *TrainJobWrapper) StartTime(t time.Time) *TrainJobWrapper {
 	return w
 }
 
+// TrainerStatus sets the progress the trainer reported at.
+func (w *TrainJobWrapper) TrainerStatus(progress, remainingSeconds int32, at time.Time) *TrainJobWrapper {
+	w.Status.TrainerStatus = &trainer.TrainerStatus{
+		ProgressPercentage: ptr.To(progress), EstimatedRemainingSeconds: ptr.To(remainingSeconds), LastUpdatedTime: metav1.NewTime(at),
+	}
+	return w
+}
+
 // JobsStatus sets status.jobsStatus.
 func (w *TrainJobWrapper) JobsStatus(js ...trainer.JobStatus) *TrainJobWrapper {
 	w.Status.JobsStatus = js
