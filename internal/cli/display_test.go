@@ -44,7 +44,7 @@ func TestTable(t *testing.T) {
 	}
 	tjs := []trainer.TrainJob{
 		*make("pending").Condition(cond(trainer.TrainJobCreated, "False", trainer.TrainJobRuntimeNotFoundReason, now)).Obj(),
-		*make("running").NumNodes(4).JobsStatus(created).StartTime(now.Add(-10 * time.Minute)).Deadline(3600).
+		*make("running").NumNodes(4).JobsStatus(created).StartTime(now.Add(-10*time.Minute)).Deadline(3600).
 			TrainerStatus(45, 600, now.Add(-2*time.Minute)).Obj(),
 		*make("suspended").Suspend(true).JobsStatus(created).StartTime(now.Add(-10 * time.Minute)).Deadline(3600).
 			Condition(cond(trainer.TrainJobSuspended, "True", trainer.TrainJobSuspendedReason, now.Add(-time.Minute))).Obj(),

@@ -59,8 +59,24 @@ func setupMetrics(mgr ctrl.Manager) error {
 		}
 		return out, nil
 	})
+	metrics.TrainJobProgress.SetSource(func(ctx context.Context) ([]metrics.Progress, error) {
+		var list trainer.TrainJobList
+		if err := cache.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
+			return nil, err
+		}
+		var out []metrics.Progress
+		for i := range list.Items {
+			tj := &list.Items[i]
+			if s := tj.Status.TrainerStatus; s != nil && tj.FinishedCondition() == nil {
+				out = append(out, metrics.Progress{Namespace: tj.Namespace, Name: tj.Name,
+					Percent: s.ProgressPercentage, RemainingSeconds: s.EstimatedRemainingSeconds, Reported: s.LastUpdatedTime.Time})
+			}
+		}
+		return out, nil
+	})
 	// Started only on the leader, when it is elected.
 	lead := manager.RunnableFunc(func(ctx context.Context) error {
+		metrics.TrainJobProgress.Lead()
 		metrics.TrainJobs.Lead()
 		<-ctx.Done()
 		return nil
