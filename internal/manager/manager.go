@@ -184,6 +184,9 @@ func setupStatusServer(mgr ctrl.Manager, restConfig *rest.Config, cfg *configv1a
 	if err := mgr.Add(server); err != nil {
 		return err
 	}
+	if err := mgr.AddReadyzCheck("status-server", server.Serving); err != nil {
+		return err
+	}
 	return statusserver.SetupCAPublisher(mgr, cfg.Webhook.CertDir)
 }
 

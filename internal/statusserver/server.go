@@ -35,6 +35,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -67,6 +68,8 @@ type Server struct {
 	writer  *Writer
 	clock   clock.PassiveClock
 	log     logr.Logger
+	// serving is set while the server listens.
+	serving atomic.Bool
 }
 
 // NewServer returns a server on addr, serving with the certificate of
@@ -205,9 +208,20 @@ func (s *Server) Start(ctx context.Context) error {
 			}
 		}
 	}()
+	s.serving.Store(true)
+	defer s.serving.Store(false)
 	s.log.Info("Serving progress reports", "address", ln.Addr().String())
 	if err := srv.ServeTLS(ln, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("status server: %w", err)
+	}
+	return nil
+}
+
+// Serving is a readiness check: a replica is ready once its status server
+// listens, so the Service sends reports to it only then.
+func (s *Server) Serving(*http.Request) error {
+	if !s.serving.Load() {
+		return errors.New("the status server is not serving yet")
 	}
 	return nil
 }
