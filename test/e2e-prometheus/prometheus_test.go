@@ -115,6 +115,8 @@ func lifecycle(t *testing.T, ns string) {
 	cluster.Create(t, noRetries.Runtime("no-retries", ns))
 	cluster.Create(t, trainJob("fails", ns, 10*time.Minute).RuntimeRef(trainer.TrainingRuntimeKind, "no-retries").Annotation(failFor, "2s").Obj())
 	cluster.Create(t, trainJob("suspended", ns, 10*time.Minute).Obj())
+	// A TrainJob whose trainer reports its progress.
+	cluster.Create(t, trainJob("reports", ns, 10*time.Minute).Obj())
 	// Jobs the API server refuses: the webhook refuses the TrainJob.
 	refused := trainJob("refused", ns, time.Second).Resources(corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")},
@@ -131,6 +133,13 @@ func lifecycle(t *testing.T, ns string) {
 		time.Sleep(2 * dev.PrometheusInterval)
 		cluster.Create(t, trainJob(fmt.Sprintf("steady-%d", i), ns, time.Second).TTL(2).Obj())
 	}
+
+	pods := cluster.WaitPodsRunning(t, ns, "reports", 1)
+	server, err := dev.StatusServerURL(devOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cluster.NewReporter(t, &pods[0], server).Report(t, 50, 300, trainer.Metric{Name: "loss", Value: "0.5"})
 
 	waitState(t, ns, "taken", trainer.TrainJobStateCreated, trainer.TrainJobNameTakenReason)
 	waitState(t, ns, "suspended", trainer.TrainJobStateRunning, "")

@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/trainjob-operator/trainjob-operator/internal/dev"
@@ -68,8 +69,11 @@ func DevCluster(o dev.Options, cl client.WithWatch) *Cluster {
 	if bin == "" {
 		bin = filepath.Join(o.Root, "bin")
 	}
+	// The kubeconfig was just written by Up, which made cl from it.
+	config, _ := clientcmd.BuildConfigFromFlags("", o.Kubeconfig())
 	return &Cluster{
 		Client:        cl,
+		Config:        config,
 		Kubeconfig:    o.Kubeconfig(),
 		KubectlBinary: filepath.Join(bin, "kubectl"),
 		Dump:          TrainJobDump(Log{Name: "manager", Path: o.ManagerLog()}),
