@@ -107,6 +107,17 @@ func (a *Authenticator) Authenticate(ctx context.Context, header string, key typ
 	if !ok {
 		return nil, unauthorized("an Authorization header with a bearer token is required: the trainer container's token is in the file KUBEFLOW_TRAINER_SERVER_TOKEN names")
 	}
+	id := tokenID(token, key)
+	uid, known := a.accepted.Get(id)
+	var who *identity
+	if !known {
+		// The token first, so that whether a TrainJob exists is told only
+		// to a caller with a token for it.
+		var err error
+		if who, err = a.review(ctx, token, key); err != nil {
+			return nil, err
+		}
+	}
 	var tj trainer.TrainJob
 	if err := a.cache.Get(ctx, key, &tj); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -114,14 +125,13 @@ func (a *Authenticator) Authenticate(ctx context.Context, header string, key typ
 		}
 		return nil, err
 	}
-	id := tokenID(token, key)
-	if uid, ok := a.accepted.Get(id); ok {
+	if known {
 		if uid.(types.UID) != tj.UID {
 			return nil, forbidden("the token was issued for a Pod of an earlier TrainJob %s, deleted since", key)
 		}
 		return &tj, nil
 	}
-	if err := a.review(ctx, token, &tj); err != nil {
+	if err := a.checkPod(ctx, who, &tj); err != nil {
 		return nil, err
 	}
 	ttl := identityTTL
@@ -134,35 +144,50 @@ func (a *Authenticator) Authenticate(ctx context.Context, header string, key typ
 	return &tj, nil
 }
 
-// review asks the API server about token and checks its Pod against tj.
-func (a *Authenticator) review(ctx context.Context, token string, tj *trainer.TrainJob) error {
-	audience := trainer.StatusTokenAudience(tj.Namespace, tj.Name)
+// identity is who the API server says a token is: a ServiceAccount, and
+// the Pod the token is bound to.
+type identity struct {
+	namespace, serviceAccount, pod, podUID string
+}
+
+// review asks the API server whether token is valid for the TrainJob
+// key's audience, and whose it is: a ServiceAccount of the TrainJob's
+// namespace, bound to a Pod.
+func (a *Authenticator) review(ctx context.Context, token string, key types.NamespacedName) (*identity, error) {
+	audience := trainer.StatusTokenAudience(key.Namespace, key.Name)
 	tr := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: []string{audience}}}
 	if err := a.client.Create(ctx, tr); err != nil {
-		return fmt.Errorf("reviewing the token: %w", err)
+		return nil, fmt.Errorf("reviewing the token: %w", err)
 	}
 	st := tr.Status
 	if !st.Authenticated {
-		msg := "the token is not valid for TrainJob " + tj.Namespace + "/" + tj.Name
+		msg := "the token is not valid for TrainJob " + key.String()
 		if st.Error != "" {
 			msg += ": " + st.Error
 		}
-		return unauthorized("%s", msg)
+		return nil, unauthorized("%s", msg)
 	}
 	if !slices.Contains(st.Audiences, audience) {
-		return forbidden("the token's audiences %v do not include %s", st.Audiences, audience)
+		return nil, forbidden("the token's audiences %v do not include %s", st.Audiences, audience)
 	}
 	ns, sa, err := serviceaccount.SplitUsername(st.User.Username)
 	if err != nil {
-		return forbidden("the token is %s's, not a ServiceAccount's", st.User.Username)
+		return nil, forbidden("the token is %s's, not a ServiceAccount's", st.User.Username)
 	}
-	if ns != tj.Namespace {
-		return forbidden("the token is of ServiceAccount %s/%s, not of namespace %s", ns, sa, tj.Namespace)
+	if ns != key.Namespace {
+		return nil, forbidden("the token is of ServiceAccount %s/%s, not of namespace %s", ns, sa, key.Namespace)
 	}
 	podName, podUID := extra(st.User, serviceaccount.PodNameKey), extra(st.User, serviceaccount.PodUIDKey)
 	if podName == "" || podUID == "" {
-		return forbidden("the token is not bound to a Pod: use the projected token of a Pod of TrainJob %s/%s", tj.Namespace, tj.Name)
+		return nil, forbidden("the token is not bound to a Pod: use the projected token of a Pod of TrainJob %s", key)
 	}
+	return &identity{namespace: ns, serviceAccount: sa, pod: podName, podUID: podUID}, nil
+}
+
+// checkPod checks that the token's Pod exists, runs as the token's
+// ServiceAccount and belongs to tj.
+func (a *Authenticator) checkPod(ctx context.Context, who *identity, tj *trainer.TrainJob) error {
+	ns, sa, podName, podUID := who.namespace, who.serviceAccount, who.pod, who.podUID
 	var pod corev1.Pod
 	if err := a.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: podName}, &pod); err != nil {
 		if apierrors.IsNotFound(err) {
