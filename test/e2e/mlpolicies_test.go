@@ -35,6 +35,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
+	"github.com/trainjob-operator/trainjob-operator/internal/jobplan"
 )
 
 // The ML policies on the runtimes the dev cluster installs (config/runtimes,
@@ -71,12 +72,15 @@ func completionIndex(p *corev1.Pod) string {
 
 // resolvedEnv is the environment of container c of Pod p as its process
 // sees it, values and values read from the Pod's annotations, but for the
-// Job controller's JOB_COMPLETION_INDEX.
+// Job controller's JOB_COMPLETION_INDEX and the status server's variables
+// (TestProgressReportedByAPodShowsEverywhere tests those): what the ML
+// policy sets.
 func resolvedEnv(t *testing.T, p *corev1.Pod, c *corev1.Container) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	for _, e := range c.Env {
 		switch {
+		case e.Name == jobplan.StatusServerURLEnv || e.Name == jobplan.StatusServerCACertEnv || e.Name == jobplan.StatusServerTokenEnv:
 		case e.ValueFrom == nil:
 			out[e.Name] = e.Value
 		case e.ValueFrom.FieldRef != nil && strings.HasPrefix(e.ValueFrom.FieldRef.FieldPath, "metadata.annotations['"):
