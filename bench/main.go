@@ -17,8 +17,9 @@ limitations under the License.
 // Command bench measures trainjob-operator on the local cluster of
 // `make dev-up`, side by side with kube-controller-manager's own controllers
 // in the same run: TTL storms (B1), deadline accuracy (B2), lifecycle
-// throughput and API requests (B3) and the manager's footprint (B4). Each
-// scenario prints a table and writes JSON and a PNG plot to -out. See
+// throughput and API requests (B3) and the manager's footprint (B4), bursts,
+// suspension, and what progress reports cost (progress). Each scenario
+// prints a table and writes JSON (and most a PNG plot) to -out. See
 // docs/performance.md.
 package main
 
@@ -58,6 +59,11 @@ type config struct {
 	qps        float64
 	burst      int
 	pprof      bool
+	// progressN, progressInterval and progressWindow size the progress
+	// scenario.
+	progressN        int
+	progressInterval time.Duration
+	progressWindow   time.Duration
 	// trainJobWorkers, when set, overrides the manager configuration's
 	// controller.trainJobWorkers for the run.
 	trainJobWorkers int
@@ -69,7 +75,7 @@ func main() {
 	var full bool
 	flag.StringVar(&c.root, "root", "..", "The repository: its .dev cluster (make dev-up) is benchmarked.")
 	flag.StringVar(&c.out, "out", "", "Directory for the JSON and PNG results, relative to -root. Default <root>/bench/results.")
-	flag.StringVar(&scenarios, "scenarios", "limit,b1,b2,b3,b4,burst,suspend", "Scenarios to run, comma-separated: limit (a bare client's, on the same API server), b1, b2, b3, b4, burst, suspend.")
+	flag.StringVar(&scenarios, "scenarios", "limit,b1,b2,b3,b4,burst,suspend,progress", "Scenarios to run, comma-separated: limit (a bare client's, on the same API server), b1, b2, b3, b4, burst, suspend, progress (ours only).")
 	flag.StringVar(&sides, "sides", "ours,kcm", "Sides to compare, comma-separated: ours (trainjob-operator), kcm (kube-controller-manager with batch Jobs), kubeflow (Kubeflow Trainer v2.3 and JobSet v0.12, run in the manager's place, built the first time).")
 	flag.BoolVar(&full, "full", false, "Full sizes: B1 N=10000, B2 N=1000, B3 rates 4 to 32 per second for 3m each, B4 1k/5k/10k sampled at rest after 3m as well, burst and suspend N=1000.")
 	flag.IntVar(&c.burstN, "burst-n", 300, "burst: TrainJobs (and batch Jobs) of one Pod created at once.")
@@ -83,6 +89,9 @@ func main() {
 	flag.StringVar(&sizes, "sizes", "1000", "B4: TrainJobs held in the manager's cache, rising, comma-separated.")
 	flag.DurationVar(&c.rest, "rest", 0, "B4: also sample the manager this long after each step, idle meanwhile (at rest, once the Go runtime's periodic collection has run); 0: not.")
 	flag.BoolVar(&c.pprof, "pprof", false, "Save profiles in -out. B4: a 60s CPU profile of the manager from the end of each step's creation, and a heap profile once it settles (b4-<size>-cpu.pprof, b4-<size>-heap.pprof). burst: 60s CPU profiles from the first creation, of the API server on each side (burst-<side>-apiserver-cpu.pprof) and of the manager (burst-trainjob-operator-cpu.pprof).")
+	flag.IntVar(&c.progressN, "progress-n", 64, "progress: nodes of the TrainJob, each of whose Pods reports its progress.")
+	flag.DurationVar(&c.progressInterval, "progress-interval", time.Second, "progress: how often each Pod reports.")
+	flag.DurationVar(&c.progressWindow, "progress-window", time.Minute, "progress: how long the Pods report.")
 	flag.Float64Var(&c.qps, "qps", 0, "Client QPS given to both the manager and kube-controller-manager. Default: kube-controller-manager's.")
 	flag.IntVar(&c.burst, "burst", 0, "Client burst given to both. Default: kube-controller-manager's.")
 	flag.IntVar(&c.trainJobWorkers, "trainjob-workers", 0, "The manager's controller.trainJobWorkers for the run (TrainJobs reconciled at once). Default: the dev configuration's.")
@@ -107,8 +116,8 @@ func main() {
 	c.scenarios = map[string]bool{}
 	for _, s := range strings.Split(scenarios, ",") {
 		s = strings.TrimSpace(strings.ToLower(s))
-		if !slices.Contains([]string{"limit", "b1", "b2", "b3", "b4", "burst", "suspend"}, s) {
-			fail(fmt.Errorf("-scenarios: unknown scenario %q (limit, b1, b2, b3, b4, burst, suspend)", s))
+		if !slices.Contains([]string{"limit", "b1", "b2", "b3", "b4", "burst", "suspend", "progress"}, s) {
+			fail(fmt.Errorf("-scenarios: unknown scenario %q (limit, b1, b2, b3, b4, burst, suspend, progress)", s))
 		}
 		c.scenarios[s] = true
 	}
@@ -134,10 +143,13 @@ func main() {
 	for _, n := range []struct {
 		name  string
 		value int
-	}{{"ttl-n", c.ttlN}, {"deadline-n", c.deadlineN}, {"ttl-seconds", c.ttlSeconds}, {"burst-n", c.burstN}, {"suspend-n", c.suspendN}} {
+	}{{"ttl-n", c.ttlN}, {"deadline-n", c.deadlineN}, {"ttl-seconds", c.ttlSeconds}, {"burst-n", c.burstN}, {"suspend-n", c.suspendN}, {"progress-n", c.progressN}} {
 		if n.value < 1 {
 			fail(fmt.Errorf("-%s must be at least 1", n.name))
 		}
+	}
+	if c.progressInterval <= 0 || c.progressWindow < c.progressInterval {
+		fail(fmt.Errorf("-progress-interval must be positive and -progress-window at least as long"))
 	}
 	if c.trainJobWorkers < 0 {
 		fail(fmt.Errorf("-trainjob-workers must be at least 1, or 0 for the configuration's"))
@@ -172,7 +184,7 @@ func run(ctx context.Context, c config) error {
 	version := sourceVersion(c.root)
 	// B4 first: on the Kubeflow side it measures controllers just started,
 	// as the manager is restarted for it.
-	sided := []sidedScenario{b.footprintScenario(), b.ttlScenario(), b.deadlineScenario(), b.throughputScenario(), b.burstScenario(), b.suspendScenario()}
+	sided := []sidedScenario{b.footprintScenario(), b.ttlScenario(), b.deadlineScenario(), b.throughputScenario(), b.burstScenario(), b.suspendScenario(), b.progressScenario()}
 	var errs []error
 	record := func(name string, start time.Time, minutes float64, r any) error {
 		if err := writeJSON(filepath.Join(c.out, name+".json"), r); err != nil {
