@@ -19,6 +19,7 @@ package main
 import (
 	"archive/tar"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -46,10 +47,11 @@ import (
 // runAsNonRoot can check it without reading /etc/passwd; the manifests
 // run the manager as the same ID.
 const (
-	uid        = 65532
-	user       = "65532:65532"
-	entrypoint = "/manager"
-	title      = "trainjob-operator"
+	uid  = 65532
+	user = "65532:65532"
+	// The manager's image, unless options say otherwise.
+	defaultEntrypoint = "/manager"
+	defaultTitle      = "trainjob-operator"
 )
 
 // options is what run builds, and where it puts it.
@@ -57,9 +59,14 @@ type options struct {
 	// Binaries are the manager's static binaries by platform
 	// ("linux/amd64").
 	Binaries map[string]string
-	Version  string
-	Revision string
-	Source   string
+	// Entrypoint is where the binary is in the image, and what it runs;
+	// /manager if empty. Title is the image's title label;
+	// trainjob-operator if empty. Other static programs of the project
+	// (the dev cluster's pause, a test's program) are packed the same way.
+	Entrypoint, Title string
+	Version           string
+	Revision          string
+	Source            string
 	// Created is the image's creation time, and its files' modification
 	// time.
 	Created time.Time
@@ -140,7 +147,7 @@ func logf(o options, format string, args ...any) {
 // labels are the image's OCI labels, and its manifests' annotations.
 func labels(o options) map[string]string {
 	l := map[string]string{
-		"org.opencontainers.image.title":    title,
+		"org.opencontainers.image.title":    cmp.Or(o.Title, defaultTitle),
 		"org.opencontainers.image.licenses": "Apache-2.0",
 		"org.opencontainers.image.created":  o.Created.Format(time.RFC3339),
 	}
@@ -188,7 +195,11 @@ func buildImage(platform v1.Platform, binary string, o options) (v1.Image, error
 	if err != nil {
 		return nil, err
 	}
-	data, err := rootfs(bin, o.Created)
+	entrypoint := cmp.Or(o.Entrypoint, defaultEntrypoint)
+	if !strings.HasPrefix(entrypoint, "/") || strings.HasSuffix(entrypoint, "/") || strings.Count(entrypoint, "/") != 1 {
+		return nil, fmt.Errorf("entrypoint %q: want a file in /, such as /manager", entrypoint)
+	}
+	data, err := rootfs(bin, entrypoint, o.Created)
 	if err != nil {
 		return nil, err
 	}
@@ -201,7 +212,7 @@ func buildImage(platform v1.Platform, binary string, o options) (v1.Image, error
 	img := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
 	img, err = mutate.Append(img, mutate.Addendum{Layer: layer, History: v1.History{
 		Created:   v1.Time{Time: o.Created},
-		CreatedBy: "make image: the manager, " + platform.String(),
+		CreatedBy: createdBy(entrypoint) + platform.String(),
 	}})
 	if err != nil {
 		return nil, err
@@ -224,8 +235,16 @@ func buildImage(platform v1.Platform, binary string, o options) (v1.Image, error
 	return mutate.Annotations(img, labels(o)).(v1.Image), nil
 }
 
+// createdBy begins the layer's history entry.
+func createdBy(entrypoint string) string {
+	if entrypoint == defaultEntrypoint {
+		return "make image: the manager, "
+	}
+	return "imagebuild: " + entrypoint + ", "
+}
+
 // rootfs is the layer: the binary, the user and its group, and /tmp.
-func rootfs(bin []byte, mtime time.Time) ([]byte, error) {
+func rootfs(bin []byte, entrypoint string, mtime time.Time) ([]byte, error) {
 	passwd := fmt.Sprintf("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:%d:%d:nonroot:/home/nonroot:/sbin/nologin\n", uid, uid)
 	group := fmt.Sprintf("root:x:0:\nnonroot:x:%d:\n", uid)
 	var buf bytes.Buffer

@@ -55,6 +55,8 @@ func main() {
 		created  string
 	)
 	flag.Var(&binaries, "binary", "platform=path of the manager binary for that platform (linux/amd64=...); repeat for each platform")
+	flag.StringVar(&o.Entrypoint, "entrypoint", defaultEntrypoint, "Where the binary goes in the image, a file in /; the image runs it")
+	flag.StringVar(&o.Title, "title", defaultTitle, "The image's title label")
 	flag.StringVar(&o.Version, "version", "", "The version the image is labelled with")
 	flag.StringVar(&o.Revision, "revision", "", "The source revision the image is labelled with")
 	flag.StringVar(&o.Source, "source", "", "The source repository's URL, for the image's label")

@@ -18,6 +18,7 @@ package main
 
 import (
 	"archive/tar"
+	"bytes"
 	"context"
 	"debug/elf"
 	"errors"
@@ -217,13 +218,52 @@ func TestImage(t *testing.T) {
 	}
 }
 
+// Another program of the project packed the same way (the dev cluster's
+// pause, a test's program): the binary is where its entrypoint says, and
+// the image is titled as asked.
+func TestOtherProgram(t *testing.T) {
+	created := time.Unix(0, 0).UTC()
+	idx, err := buildIndex(options{Binaries: map[string]string{"linux/amd64": os.Args[0]}, Entrypoint: "/pause", Title: "pause", Created: created})
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest, err := idx.IndexManifest()
+	if err != nil || len(manifest.Manifests) != 1 {
+		t.Fatalf("index: %v, %v", manifest, err)
+	}
+	img, err := idx.Image(manifest.Manifests[0].Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(cf.Config.Entrypoint, []string{"/pause"}) || cf.Config.Labels["org.opencontainers.image.title"] != "pause" {
+		t.Errorf("entrypoint %q, title %q; want /pause and pause", cf.Config.Entrypoint, cf.Config.Labels["org.opencontainers.image.title"])
+	}
+	bin, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := extract(t, img)
+	if f, ok := files["pause"]; !ok || f.mode != 0o755 || !bytes.Equal(f.data, bin) {
+		t.Errorf("the image holds pause: %t, mode %o; want the binary, 0755", ok, f.mode)
+	}
+	if _, ok := files["manager"]; ok {
+		t.Error("the image holds /manager too")
+	}
+}
+
 func TestRefusesBadInput(t *testing.T) {
 	for name, o := range map[string]options{
-		"no binary":          {},
-		"not linux":          {Binaries: map[string]string{"windows/amd64": "x"}},
-		"bad platform":       {Binaries: map[string]string{"linux/amd64/v1/x": "x"}},
-		"missing binary":     {Binaries: map[string]string{"linux/amd64": filepath.Join(t.TempDir(), "none")}},
-		"bad push reference": {Binaries: map[string]string{"linux/amd64": os.Args[0]}, Push: []string{"Not A Reference"}},
+		"entrypoint not in /": {Binaries: map[string]string{"linux/amd64": os.Args[0]}, Entrypoint: "/usr/bin/pause"},
+		"entrypoint relative": {Binaries: map[string]string{"linux/amd64": os.Args[0]}, Entrypoint: "pause"},
+		"no binary":           {},
+		"not linux":           {Binaries: map[string]string{"windows/amd64": "x"}},
+		"bad platform":        {Binaries: map[string]string{"linux/amd64/v1/x": "x"}},
+		"missing binary":      {Binaries: map[string]string{"linux/amd64": filepath.Join(t.TempDir(), "none")}},
+		"bad push reference":  {Binaries: map[string]string{"linux/amd64": os.Args[0]}, Push: []string{"Not A Reference"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := run(context.Background(), o); err == nil {
