@@ -60,6 +60,11 @@ kueue: ## Build Kueue (hack/tools/kueue) into bin/; 9 to 16 minutes the first ti
 prometheus: ## Build Prometheus (hack/tools/prometheus) into bin/; a few minutes the first time. make dev PROMETHEUS=1 and make test run it.
 	@hack/build-tools.sh prometheus
 
+.PHONY: real-node
+real-node: ## Install runc (Debian, as root) and build the real node's kubelet, containerd, CNI plugins, CoreDNS and the image builder into bin/. make dev REAL=1 runs it.
+	@hack/real-node-deps.sh
+	@hack/build-tools.sh real imagebuild
+
 .PHONY: generate
 generate: ## Generate DeepCopy methods from the API types.
 	@hack/build-tools.sh controller-gen >/dev/null
@@ -102,6 +107,10 @@ verify: generate manifests ## Fail if generated files, go.mod or formatting drif
 	cd hack/tools/image && go mod tidy
 	cd hack/tools/helm && go mod tidy
 	cd hack/tools/prometheus && go mod tidy
+	cd hack/tools/kubelet && go mod tidy
+	cd hack/tools/containerd && go mod tidy
+	cd hack/tools/cni && go mod tidy
+	cd hack/tools/coredns && go mod tidy
 	cd hack/tools/kubeflow && go mod tidy
 	cd bench && go mod tidy
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed on:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
@@ -161,18 +170,22 @@ DEV_COSCHEDULER := $(if $(filter 1 true yes,$(COSCHEDULING)),coscheduler)
 # docs/observability.md.
 PROMETHEUS ?=
 DEV_PROMETHEUS := $(if $(filter 1 true yes,$(PROMETHEUS)),prometheus)
-DEV_FLAGS := $(if $(DEV_KUEUE),--kueue) $(if $(DEV_COSCHEDULER),--coscheduler) $(if $(DEV_PROMETHEUS),--prometheus)
+# REAL=1 also runs a real node (kubelet, containerd, CNI, CoreDNS) as root,
+# installing runc and building them first if needed: see docs/real-node.md.
+REAL ?=
+DEV_REAL := $(if $(filter 1 true yes,$(REAL)),real-node)
+DEV_FLAGS := $(if $(DEV_KUEUE),--kueue) $(if $(DEV_COSCHEDULER),--coscheduler) $(if $(DEV_PROMETHEUS),--prometheus) $(if $(DEV_REAL),--real)
 
 .PHONY: dev
-dev: tools build $(DEV_KUEUE) $(DEV_COSCHEDULER) $(DEV_PROMETHEUS) ## Run the product on a local control plane, apply the samples and show their lifecycles; Ctrl-C tears down (KUEUE=1: with Kueue; COSCHEDULING=1: with a gang scheduler; PROMETHEUS=1: with Prometheus).
+dev: tools build $(DEV_KUEUE) $(DEV_COSCHEDULER) $(DEV_PROMETHEUS) $(DEV_REAL) ## Run the product on a local control plane, apply the samples and show their lifecycles; Ctrl-C tears down (KUEUE=1: with Kueue; COSCHEDULING=1: with a gang scheduler; PROMETHEUS=1: with Prometheus; REAL=1: with a real node, as root).
 	$(BIN)/trainjob-dev run $(DEV_FLAGS)
 
 .PHONY: dev-up
-dev-up: tools build $(DEV_KUEUE) $(DEV_COSCHEDULER) $(DEV_PROMETHEUS) ## Bring the local cluster and the manager up and leave them running (kubeconfig: .dev/kubeconfig; KUEUE=1: with Kueue; COSCHEDULING=1: with a gang scheduler; PROMETHEUS=1: with Prometheus).
+dev-up: tools build $(DEV_KUEUE) $(DEV_COSCHEDULER) $(DEV_PROMETHEUS) $(DEV_REAL) ## Bring the local cluster and the manager up and leave them running (kubeconfig: .dev/kubeconfig; KUEUE=1: with Kueue; COSCHEDULING=1: with a gang scheduler; PROMETHEUS=1: with Prometheus; REAL=1: with a real node, as root).
 	$(BIN)/trainjob-dev up $(DEV_FLAGS)
 
 .PHONY: dev-down
-dev-down: ## Stop the manager (and Kueue, the coscheduling scheduler, Prometheus) and delete the local cluster.
+dev-down: ## Stop the manager (and Kueue, the coscheduling scheduler, Prometheus, the real node) and delete the local cluster.
 	@test -x $(BIN)/trainjob-dev || go build -o $(BIN)/trainjob-dev ./cmd/trainjob-dev
 	$(BIN)/trainjob-dev down
 

@@ -32,13 +32,31 @@ done
 # Prometheus 3.x is published as Go module v0.3xx.y: v0.316.0 is 3.16.0.
 prometheus_version="$(awk '$1 == "github.com/prometheus/prometheus" { print $2 }' "${tools}/prometheus/go.mod" | sed -E 's/^v0\.3([0-9][0-9])\.([0-9]+).*/3.\1.\2/; s/^3\.0([0-9])/3.\1/')"
 prometheus_ldflags="-s -w -X github.com/prometheus/common/version.Version=${prometheus_version}"
+# The real node's kubelet runs at the control plane's release: its module
+# must pin the same k8s.io/kubernetes.
+kubelet_version="$(awk '$1 == "k8s.io/kubernetes" { print $2 }' "${tools}/kubelet/go.mod")"
+if [ "${kubelet_version}" != "${kube_version}" ]; then
+	echo "tools: hack/tools/kubelet pins k8s.io/kubernetes ${kubelet_version}, the control plane ${kube_version}: make them equal" >&2
+	exit 1
+fi
+containerd_version="$(awk '$1 == "github.com/containerd/containerd/v2" { print $2 }' "${tools}/containerd/go.mod")"
+containerd_ldflags="-s -w -X github.com/containerd/containerd/v2/version.Version=${containerd_version} -X github.com/containerd/containerd/v2/version.Package=github.com/containerd/containerd/v2"
+coredns_version="$(awk '$1 == "github.com/coredns/coredns" { print $2 }' "${tools}/coredns/go.mod")"
+# The btrfs, devmapper and zfs snapshotters need cgo and are not used: the
+# real node's containerd unpacks images with overlayfs.
+containerd_tags="no_btrfs no_devmapper no_zfs"
 
 # Built only when named: Kueue takes a quarter of an hour to build cold, and
 # only make dev KUEUE=1 and make test's Kueue suite run it; the coscheduling
 # scheduler only the gang e2e test; the image builder only make image; Helm
 # only the chart's checks; Kubeflow Trainer and JobSet only make bench's
-# Kubeflow side; Prometheus only make dev PROMETHEUS=1 and its e2e suite.
-on_request=(kueue coscheduler imagebuild helm kubeflow-trainer jobset prometheus)
+# Kubeflow side; Prometheus only make dev PROMETHEUS=1 and its e2e suite;
+# the real node's kubelet, container runtime, CNI plugins and DNS (real,
+# below) only make dev REAL=1 and the real node's e2e suite.
+on_request=(kueue coscheduler imagebuild helm kubeflow-trainer jobset prometheus
+	kubelet containerd containerd-shim-runc-v2 ctr cni/bridge cni/host-local cni/loopback coredns)
+# real names every tool of the real node (make dev REAL=1).
+real=(kubelet containerd containerd-shim-runc-v2 ctr cni/bridge cni/host-local cni/loopback coredns)
 
 # One of Kueue's dependencies, sigs.k8s.io/scheduler-library, is missing from
 # the checksum database (its lookup answers 404): go.sum holds its hash, and
@@ -64,6 +82,14 @@ helm|helm|helm.sh/helm/v3/cmd/helm|${helm_ldflags}
 kubeflow-trainer|kubeflow|github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager|-s -w
 jobset|kubeflow|sigs.k8s.io/jobset|-s -w
 prometheus|prometheus|github.com/prometheus/prometheus/cmd/prometheus|${prometheus_ldflags}|remove_all_sd
+kubelet|kubelet|k8s.io/kubernetes/cmd/kubelet|${kube_ldflags}
+containerd|containerd|github.com/containerd/containerd/v2/cmd/containerd|${containerd_ldflags}|${containerd_tags}
+containerd-shim-runc-v2|containerd|github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2|${containerd_ldflags}|${containerd_tags}
+ctr|containerd|github.com/containerd/containerd/v2/cmd/ctr|${containerd_ldflags}|${containerd_tags}
+cni/bridge|cni|github.com/containernetworking/plugins/plugins/main/bridge|-s -w
+cni/host-local|cni|github.com/containernetworking/plugins/plugins/ipam/host-local|-s -w
+cni/loopback|cni|github.com/containernetworking/plugins/plugins/main/loopback|-s -w
+coredns|coredns|github.com/trainjob-operator/trainjob-operator/hack/tools/coredns|-s -w -X github.com/coredns/coredns/coremain.GitCommit=${coredns_version}
 CATALOG
 }
 
@@ -74,12 +100,16 @@ fingerprint() { # module dir, ldflags
 		[ "${dir}" = "." ] && cat "${tools}/etcd/main.go"
 		[ "${dir}" = "coscheduling" ] && cat "${tools}/coscheduling/main.go"
 		[ "${dir}" = "image" ] && cat "${tools}"/image/*.go
+		[ "${dir}" = "coredns" ] && cat "${tools}/coredns/main.go"
 		go env GOVERSION
 		echo "${flags}"
 	} | sha256sum | cut -d' ' -f1
 }
 
-wanted=("$@")
+wanted=()
+for w in "$@"; do
+	if [ "$w" = "real" ]; then wanted+=("${real[@]}"); else wanted+=("$w"); fi
+done
 want() {
 	local w
 	if [ "${#wanted[@]}" -eq 0 ]; then
@@ -101,6 +131,7 @@ while IFS='|' read -r name dir pkg flags tags; do
 	fi
 	echo "tools: ${name}: building ${pkg} ..."
 	start=$(date +%s)
+	mkdir -p "$(dirname "${stamps}/${name}")"
 	(cd "${tools}/${dir}" && CGO_ENABLED=0 go build -trimpath -tags "${tags}" -ldflags "${flags}" -o "${bin}/${name}.tmp" "${pkg}")
 	mv "${bin}/${name}.tmp" "${bin}/${name}"
 	echo "${fp}" > "${stamps}/${name}"

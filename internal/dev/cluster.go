@@ -91,6 +91,11 @@ type Options struct {
 	// PrometheusRules is the rule file Prometheus evaluates. Defaults to
 	// the chart's (PrometheusRulesFile).
 	PrometheusRules string
+	// Real also runs a real node (see realnode.go): a kubelet, containerd
+	// and runc, CNI and CoreDNS on this machine, as root, built into BinDir
+	// by `hack/build-tools.sh real`. Only Pods that select and tolerate it
+	// (RealNodeLabel, RealNodeTaint) run there.
+	Real bool
 	// KueuePodsReadyTimeout is Kueue's waitForPodsReady timeout; Kueue's
 	// default (30 minutes) if zero.
 	KueuePodsReadyTimeout time.Duration
@@ -203,6 +208,11 @@ func Up(ctx context.Context, o Options) error {
 			return err
 		}
 	}
+	if o.Real {
+		if err := o.needReal(); err != nil {
+			return err
+		}
+	}
 	if err := os.MkdirAll(o.WorkDir, 0o755); err != nil {
 		return err
 	}
@@ -279,6 +289,11 @@ func Up(ctx context.Context, o Options) error {
 			return err
 		}
 	}
+	if o.Real {
+		if err := EnsureRealNode(ctx, cl, o); err != nil {
+			return err
+		}
+	}
 	step(o, "ready in %s: export KUBECONFIG=%s", time.Since(start).Round(100*time.Millisecond), o.Kubeconfig())
 	return nil
 }
@@ -308,7 +323,7 @@ func Down(ctx context.Context, o Options) error {
 		step(o, "stopping Kueue (pid %d)", pid)
 		errs = append(errs, stopProcess(pid))
 	}
-	errs = append(errs, stopCoscheduler(o), stopKubeflow(o), stopPrometheus(o))
+	errs = append(errs, stopCoscheduler(o), stopKubeflow(o), stopPrometheus(o), stopRealNode(o))
 	if exists, err := kwokClusterExists(ctx, o); err != nil {
 		errs = append(errs, err)
 	} else if exists {
@@ -337,22 +352,32 @@ func step(o Options, format string, args ...any) {
 
 func loadState(o Options) (state, error) {
 	var st state
-	data, err := os.ReadFile(filepath.Join(o.WorkDir, "state.json"))
-	if errors.Is(err, os.ErrNotExist) {
-		return st, nil
-	}
-	if err != nil {
-		return st, err
-	}
-	return st, json.Unmarshal(data, &st)
+	return st, loadJSON(filepath.Join(o.WorkDir, "state.json"), &st)
 }
 
 func saveState(o Options, st state) error {
-	data, err := json.MarshalIndent(st, "", "  ")
+	return saveJSON(filepath.Join(o.WorkDir, "state.json"), st)
+}
+
+// loadJSON decodes the file path into v; a missing file leaves v as it is.
+func loadJSON(path string, v any) error {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(o.WorkDir, "state.json"), data, 0o644)
+	return json.Unmarshal(data, v)
+}
+
+// saveJSON writes v to the file path, indented.
+func saveJSON(path string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o644)
 }
 
 func (o Options) client() (client.Client, error) {

@@ -68,6 +68,13 @@ HTTPS with a ServiceAccount's token, as the Helm chart's ServiceMonitor does)
 and kube-apiserver, and evaluating the chart's alerts. See
 docs/observability.md.
 
+With --real (make dev REAL=1), a real node joins the cluster: a kubelet
+built from the control plane's k8s.io/kubernetes, containerd and runc, Pods
+on a bridge of this machine (CNI), and CoreDNS answering cluster names,
+all as root; built into bin/ by 'make real-node'. Only Pods that select the
+label and tolerate the taint trainjob-operator.dev/node=real run there. See
+docs/real-node.md.
+
 The kubeconfig is written to .dev/kubeconfig.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -80,6 +87,7 @@ The kubeconfig is written to .dev/kubeconfig.`,
 	f.StringVar(&o.Name, "cluster-name", "trainjob-dev", "Name of the local cluster")
 	f.BoolVar(&o.Kueue, "kueue", false, "Also run Kueue (bin/kueue) with its TrainJob integration, and apply config/samples/kueue")
 	f.BoolVar(&o.Prometheus, "prometheus", false, "Also run Prometheus (bin/prometheus), scraping the manager and kube-apiserver, with the chart's alerts")
+	f.BoolVar(&o.Real, "real", false, "Also run a real node (kubelet, containerd, CNI, CoreDNS; bin/ from 'make real-node') for Pods that select and tolerate "+RealNodeLabel+"="+RealNodeValue+"; needs root")
 	f.BoolVar(&o.Coscheduler, "coscheduler", false, "Also run the coscheduling scheduler (bin/coscheduler) with the PodGroup CRD, and apply config/samples/gang")
 
 	options := func() (Options, error) {
