@@ -28,6 +28,7 @@ INTEGRATION_TIMEOUT ?= 20m
 E2E_TIMEOUT ?= 15m
 E2E_KUEUE_TIMEOUT ?= 15m
 E2E_PROMETHEUS_TIMEOUT ?= 10m
+E2E_REAL_TIMEOUT ?= 15m
 # How much each fuzz target runs: briefly in make test, longer on demand
 # (make test-fuzz FUZZ_TIME=2000000x). A count rather than a duration: with a
 # duration, Go 1.26's fuzz coordinator can report its own stop as a failure,
@@ -61,7 +62,7 @@ prometheus: ## Build Prometheus (hack/tools/prometheus) into bin/; a few minutes
 	@hack/build-tools.sh prometheus
 
 .PHONY: real-node
-real-node: ## Install runc (Debian, as root) and build the real node's kubelet, containerd, CNI plugins, CoreDNS and the image builder into bin/. make dev REAL=1 runs it.
+real-node: ## Install runc (Debian, as root) and build the real node's kubelet, containerd, CNI plugins, CoreDNS and the image builder into bin/. make dev REAL=1 and make test run it.
 	@hack/real-node-deps.sh
 	@hack/build-tools.sh real imagebuild
 
@@ -192,7 +193,7 @@ dev-down: ## Stop the manager (and Kueue, the coscheduling scheduler, Prometheus
 ##@ Tests
 
 .PHONY: test
-test: tools vet test-unit test-fuzz test-integration test-e2e test-e2e-kueue test-e2e-prometheus test-faults-short ## Run every test suite (builds the tools, and Kueue and Prometheus, first if needed).
+test: tools vet test-unit test-fuzz test-integration test-e2e test-e2e-kueue test-e2e-prometheus test-faults-short test-e2e-real ## Run every test suite (builds the tools, and Kueue, Prometheus and the real node's tools, first if needed; the real node's suite needs root).
 
 .PHONY: test-unit
 test-unit: ## Run the unit tests, and those of the image builder (hack/tools/image).
@@ -225,6 +226,11 @@ test-e2e-kueue: tools build kueue ## Run the end-to-end tests with Kueue (built 
 .PHONY: test-e2e-prometheus
 test-e2e-prometheus: tools build prometheus ## Check the chart's alerts and dashboard against the real Prometheus (built first if needed) on a local cluster of their own.
 	go test $(GO_TEST_FLAGS) -v -timeout $(E2E_PROMETHEUS_TIMEOUT) ./test/e2e-prometheus/... 2>&1 | \
+		grep --line-buffered -vE '^=== (RUN|PAUSE|CONT)'
+
+.PHONY: test-e2e-real
+test-e2e-real: tools build real-node ## Run TrainJobs of real Pods on the real node (kubelet, containerd, CNI, CoreDNS; built first if needed) of a local cluster of their own; needs root.
+	go test $(GO_TEST_FLAGS) -v -timeout $(E2E_REAL_TIMEOUT) ./test/e2e-real/... 2>&1 | \
 		grep --line-buffered -vE '^=== (RUN|PAUSE|CONT)'
 
 .PHONY: test-faults

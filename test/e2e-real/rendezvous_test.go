@@ -1,0 +1,134 @@
+/*
+Copyright The trainjob-operator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package e2ereal
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
+	"github.com/trainjob-operator/trainjob-operator/internal/dev"
+)
+
+// podSubnet is where the real node's Pods get their addresses.
+var _, podSubnet, _ = net.ParseCIDR("10.244.0.0/24")
+
+// TestRendezvous runs a two-node TrainJob of Kubeflow's torch-distributed
+// runtime, unchanged, on the real node, naming the rendezvous image and
+// its command: each Pod gets an address on the Pods' network; this machine
+// reaches rank 0 there; rank 1 resolves PET_MASTER_ADDR, rank 0's name
+// under the TrainJob's headless Service, through the cluster's DNS and
+// connects to it over TCP; both check the sum rank 0 gathers; the
+// TrainJob completes.
+func TestRendezvous(t *testing.T) {
+	if loadErr != nil {
+		t.Fatalf("loading %s: %v", rendezvousImage, loadErr)
+	}
+	ns := cluster.NewNamespace(t)
+	const name = "rendezvous"
+	start := time.Now()
+	cluster.CreateYAML(t, `
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata: {name: %[1]s, namespace: %[2]s}
+spec:
+  runtimeRef: {name: torch-distributed, kind: ClusterTrainingRuntime, apiGroup: trainer.kubeflow.org}
+  trainer:
+    image: %[3]s
+    command: [/rendezvous]
+    numNodes: 2
+    env: [{name: RENDEZVOUS_HOST_CHECK, value: "1"}]
+  runtimePatches:
+  - manager: trainjob-operator.dev/e2e-real
+    trainingRuntimeSpec:
+      template:
+        spec:
+          replicatedJobs:
+          - name: node
+            template:
+              spec:
+                template:
+                  spec:
+                    nodeSelector: {%[4]s: %[5]s}
+                    tolerations: [{key: %[4]s, operator: Equal, value: %[5]s, effect: NoSchedule}]
+`, name, ns, rendezvousImage, dev.RealNodeLabel, dev.RealNodeValue)
+
+	running := cluster.WaitPodsRunning(t, ns, name, 2)
+	progress(t, "2 Pods running after %s", time.Since(start).Round(time.Millisecond))
+	var rank0 *corev1.Pod
+	for i := range running {
+		p := &running[i]
+		if p.Spec.NodeName != dev.RealNodeName {
+			t.Errorf("Pod %s runs on %q, want the real node %s", p.Name, p.Spec.NodeName, dev.RealNodeName)
+		}
+		ip := net.ParseIP(p.Status.PodIP)
+		if ip == nil || !podSubnet.Contains(ip) {
+			t.Errorf("Pod %s has address %q, want one in %s", p.Name, p.Status.PodIP, podSubnet)
+		}
+		if p.Spec.Hostname == name+"-node-0-0" {
+			rank0 = p
+		}
+	}
+	if rank0 == nil || t.Failed() {
+		t.Fatalf("no Pod with hostname %s-node-0-0 among the running ones, or they are not on the real node", name)
+	}
+
+	// This machine reaches rank 0 at its Pod's address; rank 0 answers
+	// the other ranks only once it has.
+	addr := net.JoinHostPort(rank0.Status.PodIP, "29500")
+	cluster.Eventually(t, "this machine to reach rank 0 at "+addr, func() error {
+		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = c.Close() }()
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := fmt.Fprintln(c, "host e2e"); err != nil {
+			return err
+		}
+		answer, err := bufio.NewReader(c).ReadString('\n')
+		if err != nil || strings.TrimSpace(answer) != "ok" {
+			return fmt.Errorf("rank 0 answered %q: %w", answer, err)
+		}
+		return nil
+	})
+	progress(t, "reached rank 0 at %s from this machine", addr)
+
+	cluster.WaitCondition(t, ns, name, trainer.TrainJobComplete, metav1.ConditionTrue, trainer.TrainJobJobsCompletedReason)
+	progress(t, "Complete after %s", time.Since(start).Round(time.Millisecond))
+
+	// What each rank printed, through the API server and the kubelet.
+	master := fmt.Sprintf("%s-node-0-0.%s:29500", name, name)
+	for index, want := range map[string][]string{
+		"0": {"rank 0 of 2", "the host reached rank 0", "rank 1 joined from", "the 2 ranks sum to 1", "rendezvous: OK"},
+		"1": {"rank 1 of 2", "master " + master, "connected to " + master, "the 2 ranks sum to 1", "rendezvous: OK"},
+	} {
+		logs := cluster.MustKubectl(t, "logs", "-n", ns, "-l", "jobset.sigs.k8s.io/jobset-name="+name+",batch.kubernetes.io/job-completion-index="+index)
+		for _, w := range want {
+			if !strings.Contains(logs, w) {
+				t.Errorf("rank %s's log lacks %q:\n%s", index, w, logs)
+			}
+		}
+	}
+}
