@@ -59,6 +59,10 @@ type options struct {
 	// Binaries are the manager's static binaries by platform
 	// ("linux/amd64").
 	Binaries map[string]string
+	// RootFS, instead of Binaries, are whole root file systems by
+	// platform, directories packed as they are into one layer each (the
+	// real node's training image), run as root with no entrypoint.
+	RootFS map[string]string
 	// Entrypoint is where the binary is in the image, and what it runs;
 	// /manager if empty. Title is the image's title label;
 	// trainjob-operator if empty. Other static programs of the project
@@ -81,11 +85,21 @@ type options struct {
 	Log io.Writer
 	// Remote are extra options of the pushes (tests: a transport).
 	Remote []remote.Option
+
+	// tempDir holds the layers of root file systems while run writes the
+	// image; the system's temporary directory if empty.
+	tempDir string
 }
 
 // run builds the image index, writes and pushes it, and returns its
 // digest.
 func run(ctx context.Context, o options) (v1.Hash, error) {
+	tmp, err := os.MkdirTemp("", "imagebuild-")
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	defer func() { _ = os.RemoveAll(tmp) }()
+	o.tempDir = tmp
 	idx, err := buildIndex(o)
 	if err != nil {
 		return v1.Hash{}, err
@@ -94,7 +108,7 @@ func run(ctx context.Context, o options) (v1.Hash, error) {
 	if err != nil {
 		return v1.Hash{}, err
 	}
-	logf(o, "image %s: %d platforms, version %s, revision %s", digest, len(o.Binaries), o.Version, o.Revision)
+	logf(o, "image %s: %d platforms, version %s, revision %s", digest, len(o.Binaries)+len(o.RootFS), o.Version, o.Revision)
 	if o.Layout != "" || o.Archive != "" {
 		dir := o.Layout
 		if dir == "" {
@@ -166,12 +180,18 @@ func labels(o options) map[string]string {
 // buildIndex is the image index of one image per platform, in platform
 // order.
 func buildIndex(o options) (v1.ImageIndex, error) {
-	if len(o.Binaries) == 0 {
+	sources, build := o.Binaries, buildImage
+	switch {
+	case len(o.Binaries) > 0 && len(o.RootFS) > 0:
+		return nil, errors.New("give binaries or root file systems, not both")
+	case len(o.RootFS) > 0:
+		sources, build = o.RootFS, buildRootFSImage
+	case len(o.Binaries) == 0:
 		return nil, errors.New("no binary: give --binary platform=path")
 	}
 	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
 	var adds []mutate.IndexAddendum
-	for _, p := range slices.Sorted(maps.Keys(o.Binaries)) {
+	for _, p := range slices.Sorted(maps.Keys(sources)) {
 		platform, err := v1.ParsePlatform(p)
 		if err != nil {
 			return nil, fmt.Errorf("platform %q: %w", p, err)
@@ -179,7 +199,7 @@ func buildIndex(o options) (v1.ImageIndex, error) {
 		if platform.OS != "linux" {
 			return nil, fmt.Errorf("platform %q: the manager runs on linux", p)
 		}
-		img, err := buildImage(*platform, o.Binaries[p], o)
+		img, err := build(*platform, sources[p], o)
 		if err != nil {
 			return nil, fmt.Errorf("the %s image: %w", p, err)
 		}
@@ -209,10 +229,19 @@ func buildImage(platform v1.Platform, binary string, o options) (v1.Image, error
 	if err != nil {
 		return nil, err
 	}
+	return assemble(layer, createdBy(entrypoint)+platform.String(), platform, o, func(c *v1.Config) {
+		c.User = user
+		c.Entrypoint = []string{entrypoint}
+	})
+}
+
+// assemble is the image of one layer, on no base, for platform, with
+// configure's settings, the working directory / and the labels.
+func assemble(layer v1.Layer, createdBy string, platform v1.Platform, o options, configure func(*v1.Config)) (v1.Image, error) {
 	img := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
-	img, err = mutate.Append(img, mutate.Addendum{Layer: layer, History: v1.History{
+	img, err := mutate.Append(img, mutate.Addendum{Layer: layer, History: v1.History{
 		Created:   v1.Time{Time: o.Created},
-		CreatedBy: createdBy(entrypoint) + platform.String(),
+		CreatedBy: createdBy,
 	}})
 	if err != nil {
 		return nil, err
@@ -224,8 +253,7 @@ func buildImage(platform v1.Platform, binary string, o options) (v1.Image, error
 	cf = cf.DeepCopy()
 	cf.Created = v1.Time{Time: o.Created}
 	cf.OS, cf.Architecture, cf.Variant = platform.OS, platform.Architecture, platform.Variant
-	cf.Config.User = user
-	cf.Config.Entrypoint = []string{entrypoint}
+	configure(&cf.Config)
 	cf.Config.WorkingDir = "/"
 	cf.Config.Labels = labels(o)
 	img, err = mutate.ConfigFile(img, cf)
@@ -326,15 +354,21 @@ func archive(dir, file string, mtime time.Time) error {
 			h.Name, h.Mode, h.Typeflag = h.Name+"/", 0o755, tar.TypeDir
 			return tw.WriteHeader(h)
 		}
-		data, err := os.ReadFile(path)
+		// Streamed: a root file system's layer is large.
+		f, err := os.Open(path)
 		if err != nil {
 			return err
 		}
-		h.Size = int64(len(data))
+		defer func() { _ = f.Close() }()
+		fi, err := f.Stat()
+		if err != nil {
+			return err
+		}
+		h.Size = fi.Size()
 		if err := tw.WriteHeader(h); err != nil {
 			return err
 		}
-		_, err = tw.Write(data)
+		_, err = io.Copy(tw, f)
 		return err
 	})
 	return errors.Join(walkErr, tw.Close(), out.Close())

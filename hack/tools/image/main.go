@@ -51,10 +51,12 @@ func main() {
 	var (
 		o        options
 		binaries stringList
+		rootfs   stringList
 		push     stringList
 		created  string
 	)
 	flag.Var(&binaries, "binary", "platform=path of the manager binary for that platform (linux/amd64=...); repeat for each platform")
+	flag.Var(&rootfs, "rootfs", "platform=directory of a whole root file system, packed as it is (instead of --binary); repeat for each platform")
 	flag.StringVar(&o.Entrypoint, "entrypoint", defaultEntrypoint, "Where the binary goes in the image, a file in /; the image runs it")
 	flag.StringVar(&o.Title, "title", defaultTitle, "The image's title label")
 	flag.StringVar(&o.Version, "version", "", "The version the image is labelled with")
@@ -67,14 +69,8 @@ func main() {
 	flag.Var(&push, "push", "Push the image to this reference (registry/repository:tag); repeat for more")
 	flag.Parse()
 
-	o.Binaries = map[string]string{}
-	for _, b := range binaries {
-		platform, path, ok := strings.Cut(b, "=")
-		if !ok {
-			fail(fmt.Errorf("--binary %q: want platform=path", b))
-		}
-		o.Binaries[platform] = path
-	}
+	o.Binaries = byPlatform("binary", binaries)
+	o.RootFS = byPlatform("rootfs", rootfs)
 	o.Created = time.Now().UTC().Truncate(time.Second)
 	if created != "" {
 		secs, err := strconv.ParseInt(created, 10, 64)
@@ -90,6 +86,19 @@ func main() {
 		fail(err)
 	}
 	fmt.Println(digest)
+}
+
+// byPlatform maps the platform=path values of flag name.
+func byPlatform(name string, values []string) map[string]string {
+	m := map[string]string{}
+	for _, v := range values {
+		platform, path, ok := strings.Cut(v, "=")
+		if !ok {
+			fail(fmt.Errorf("--%s %q: want platform=path", name, v))
+		}
+		m[platform] = path
+	}
+	return m
 }
 
 func fail(err error) {

@@ -22,8 +22,10 @@ import (
 	"context"
 	"debug/elf"
 	"errors"
+	"fmt"
 	"io"
 	"log"
+	"maps"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -222,23 +224,7 @@ func TestImage(t *testing.T) {
 // pause, a test's program): the binary is where its entrypoint says, and
 // the image is titled as asked.
 func TestOtherProgram(t *testing.T) {
-	created := time.Unix(0, 0).UTC()
-	idx, err := buildIndex(options{Binaries: map[string]string{"linux/amd64": os.Args[0]}, Entrypoint: "/pause", Title: "pause", Created: created})
-	if err != nil {
-		t.Fatal(err)
-	}
-	manifest, err := idx.IndexManifest()
-	if err != nil || len(manifest.Manifests) != 1 {
-		t.Fatalf("index: %v, %v", manifest, err)
-	}
-	img, err := idx.Image(manifest.Manifests[0].Digest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		t.Fatal(err)
-	}
+	img, cf := onlyImage(t, options{Binaries: map[string]string{"linux/amd64": os.Args[0]}, Entrypoint: "/pause", Title: "pause", Created: time.Unix(0, 0).UTC()})
 	if !slices.Equal(cf.Config.Entrypoint, []string{"/pause"}) || cf.Config.Labels["org.opencontainers.image.title"] != "pause" {
 		t.Errorf("entrypoint %q, title %q; want /pause and pause", cf.Config.Entrypoint, cf.Config.Labels["org.opencontainers.image.title"])
 	}
@@ -255,9 +241,58 @@ func TestOtherProgram(t *testing.T) {
 	}
 }
 
+// A whole root file system, packed as it is: owners, modes, symbolic and
+// hard links; run as root with a PATH and no entrypoint.
+func TestRootFS(t *testing.T) {
+	dir := t.TempDir()
+	for _, step := range []error{
+		os.MkdirAll(filepath.Join(dir, "usr", "bin"), 0o755),
+		os.WriteFile(filepath.Join(dir, "usr", "bin", "python3"), []byte("#!python"), 0o755),
+		os.Link(filepath.Join(dir, "usr", "bin", "python3"), filepath.Join(dir, "usr", "bin", "python3.11")),
+		os.Symlink("usr/bin", filepath.Join(dir, "bin")),
+		os.WriteFile(filepath.Join(dir, "secret"), []byte("key"), 0o600),
+	} {
+		if step != nil {
+			t.Fatal(step)
+		}
+	}
+	img, cf := onlyImage(t, options{RootFS: map[string]string{"linux/amd64": dir}, Created: time.Unix(0, 0).UTC()})
+	if cf.Config.User != "" || len(cf.Config.Entrypoint) != 0 || !slices.Contains(cf.Config.Env, rootPath) {
+		t.Errorf("user %q, entrypoint %q, env %q; want root, none and a PATH", cf.Config.User, cf.Config.Entrypoint, cf.Config.Env)
+	}
+	rc := mutate.Extract(img)
+	defer func() { _ = rc.Close() }()
+	got := map[string]string{}
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := io.ReadAll(tr)
+		got[h.Name] = fmt.Sprintf("%c %o %s %s", h.Typeflag, h.Mode&0o7777, h.Linkname, data)
+	}
+	want := map[string]string{
+		"bin":                fmt.Sprintf("%c 777 usr/bin ", tar.TypeSymlink),
+		"secret":             fmt.Sprintf("%c 600  key", tar.TypeReg),
+		"usr":                fmt.Sprintf("%c 755  ", tar.TypeDir),
+		"usr/bin":            fmt.Sprintf("%c 755  ", tar.TypeDir),
+		"usr/bin/python3":    fmt.Sprintf("%c 755  #!python", tar.TypeReg),
+		"usr/bin/python3.11": fmt.Sprintf("%c 755 usr/bin/python3 ", tar.TypeLink),
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("the layer holds\n%q\nwant\n%q", got, want)
+	}
+}
+
 func TestRefusesBadInput(t *testing.T) {
 	for name, o := range map[string]options{
 		"entrypoint not in /": {Binaries: map[string]string{"linux/amd64": os.Args[0]}, Entrypoint: "/usr/bin/pause"},
+		"binaries and rootfs": {Binaries: map[string]string{"linux/amd64": os.Args[0]}, RootFS: map[string]string{"linux/amd64": os.TempDir()}},
+		"rootfs not a dir":    {RootFS: map[string]string{"linux/amd64": os.Args[0]}},
 		"entrypoint relative": {Binaries: map[string]string{"linux/amd64": os.Args[0]}, Entrypoint: "pause"},
 		"no binary":           {},
 		"not linux":           {Binaries: map[string]string{"windows/amd64": "x"}},
@@ -271,6 +306,29 @@ func TestRefusesBadInput(t *testing.T) {
 			}
 		})
 	}
+}
+
+// onlyImage builds o's index, of one platform, and returns its image and
+// the image's configuration.
+func onlyImage(t *testing.T, o options) (v1.Image, *v1.ConfigFile) {
+	t.Helper()
+	idx, err := buildIndex(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest, err := idx.IndexManifest()
+	if err != nil || len(manifest.Manifests) != 1 {
+		t.Fatalf("index: %v, %v", manifest, err)
+	}
+	img, err := idx.Image(manifest.Manifests[0].Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img, cf
 }
 
 func mustRef(t *testing.T, s string) name.Reference {
