@@ -66,6 +66,12 @@ real-node: ## Install runc (Debian, as root) and build the real node's kubelet, 
 	@hack/real-node-deps.sh
 	@hack/build-tools.sh real imagebuild
 
+.PHONY: train-image
+train-image: build ## Build the real node's training image (Debian, PyTorch for CPUs, OpenMPI, OpenSSH, mpi4py, XGBoost; as root; cached by its inputs) and load it into the dev cluster's real node if one runs.
+	@archive="$$(hack/train-image.sh)"; \
+	if [ -S .dev/real/containerd/containerd.sock ]; then $(BIN)/trainjob-dev load-image "$$archive"; \
+	else echo "train-image: $$archive; make dev-up REAL=1 and make train-image load it as localhost/trainjob-operator/train-cpu:latest"; fi
+
 .PHONY: generate
 generate: ## Generate DeepCopy methods from the API types.
 	@hack/build-tools.sh controller-gen >/dev/null

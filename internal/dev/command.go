@@ -123,6 +123,26 @@ The kubeconfig is written to .dev/kubeconfig.`,
 			return Down(cmd.Context(), opts)
 		},
 	}, &cobra.Command{
+		Use:   "load-image ARCHIVE [REPOSITORY:TAG]",
+		Short: "Import an OCI image archive into the real node's containerd (default name: " + TrainImage + ")",
+		Args:  cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts, err := options()
+			if err != nil {
+				return err
+			}
+			ref := TrainImage
+			if len(args) == 2 {
+				ref = args[1]
+			}
+			start := time.Now()
+			if err := LoadImageArchive(cmd.Context(), opts, args[0], ref); err != nil {
+				return err
+			}
+			step(opts, "loaded %s into the real node in %s", ref, time.Since(start).Round(100*time.Millisecond))
+			return nil
+		},
+	}, &cobra.Command{
 		Use:   "run",
 		Short: "Bring everything up, apply the samples and show their lifecycles until Ctrl-C",
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -56,6 +56,10 @@ const (
 	// PauseImage is the sandbox image of the real node's containerd,
 	// built here from hack/pause: no registry is reachable to pull one.
 	PauseImage = "localhost/trainjob-operator/pause:latest"
+	// TrainImage is the training image hack/train-image.sh builds (Debian
+	// with Python, PyTorch for CPUs, OpenMPI and OpenSSH, mpi4py and
+	// XGBoost), under the name it is loaded as.
+	TrainImage = "localhost/trainjob-operator/train-cpu:latest"
 
 	// realBridge is the Pods' bridge; realGateway its address, which is
 	// also the node's address (the API server reaches the kubelet there)
@@ -471,6 +475,21 @@ func LoadProgramImage(ctx context.Context, o Options, pkg, ref string) error {
 		"--binary", "linux/"+runtime.GOARCH+"="+bin, "--entrypoint", "/"+name, "--title", ref,
 		"--version", tag, "--created", "0", "--archive", archive); err != nil {
 		return err
+	}
+	return LoadImageArchive(ctx, o, archive, ref)
+}
+
+// LoadImageArchive imports the OCI image archive of the image builder,
+// whose layout names the image by its tag, into the real node's
+// containerd as ref (repository:tag).
+func LoadImageArchive(ctx context.Context, o Options, archive, ref string) error {
+	o.defaults()
+	repo, _, ok := strings.Cut(ref, ":")
+	if !ok {
+		return fmt.Errorf("image %q: want repository:tag", ref)
+	}
+	if !realRunning(o) {
+		return fmt.Errorf("no real node runs for %s: run 'make dev-up REAL=1'", o.WorkDir)
 	}
 	return ctr(ctx, o, "images", "import", "--base-name", repo, archive)
 }
