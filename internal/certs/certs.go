@@ -91,6 +91,7 @@ func Setup(mgr manager.Manager, cfg *configv1alpha1.WebhookCertManagement, certD
 		CAName:         "trainjob-operator-ca",
 		CAOrganization: "trainjob-operator",
 		DNSName:        cfg.DNSName,
+		ExtraDNSNames:  cfg.ExtraDNSNames,
 		IsReady:        ready,
 		// Both configurations have the same name: one is validating, the
 		// other mutating.

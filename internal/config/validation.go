@@ -75,6 +75,11 @@ func Validate(cfg *configv1alpha1.Configuration) field.ErrorList {
 				errs = append(errs, field.Invalid(path.Child(n.name), n.value, msg))
 			}
 		}
+		for i, name := range cm.ExtraDNSNames {
+			for _, msg := range validation.IsDNS1123Subdomain(name) {
+				errs = append(errs, field.Invalid(path.Child("extraDNSNames").Index(i), name, msg))
+			}
+		}
 	}
 	if *cfg.Controller.TTLWorkers < 1 {
 		errs = append(errs, field.Invalid(field.NewPath("controller", "ttlWorkers"), *cfg.Controller.TTLWorkers, "must be at least 1"))

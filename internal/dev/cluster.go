@@ -172,8 +172,11 @@ leaderElection:
   leaderElect: false
 webhook:
   certManagement:
+    # The name trainer Pods call the status server by, as in a cluster:
+    # on the real node it resolves to this machine (see realnode.go).
+    dnsName: trainjob-operator-webhook.trainjob-system.svc
     # The API server calls the manager on this machine by this name.
-    dnsName: localhost
+    extraDNSNames: [localhost]
 # Retention is off unless configured (config/manager/config.yaml sets none);
 # it is on here to show it: see docs/lifecycle.md#retention-policies.
 objectRetentionPolicies:
@@ -291,6 +294,9 @@ func Up(ctx context.Context, o Options) error {
 	}
 	if o.Real {
 		if err := EnsureRealNode(ctx, cl, o); err != nil {
+			return err
+		}
+		if err := publishStatusServer(ctx, cl, st.StatusPort); err != nil {
 			return err
 		}
 	}

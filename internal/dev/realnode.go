@@ -33,7 +33,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -806,4 +810,48 @@ func RealNodeLeftovers(o Options) []string {
 		left = append(left, "cgroup "+c)
 	}
 	return left
+}
+
+// statusServerName is the Service trainer Pods reach the status server
+// by: the configuration's dnsName, as in a cluster.
+const statusServerName = "trainjob-operator-webhook"
+
+// publishStatusServer makes the status server's name resolve to this
+// machine in the real node's Pods, as the manager's Service does in a
+// cluster: a headless Service without selector, and an EndpointSlice
+// with the bridge's address, where the manager, a process of this
+// machine, listens. CoreDNS answers its name with that address.
+func publishStatusServer(ctx context.Context, cl client.Client, port int) error {
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: statusServerName, Namespace: systemNamespace},
+		Spec: corev1.ServiceSpec{
+			ClusterIP: corev1.ClusterIPNone,
+			Ports:     []corev1.ServicePort{{Name: "status-server", Port: int32(port)}},
+		},
+	}
+	if err := cl.Create(ctx, svc); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating Service %s/%s: %w", systemNamespace, statusServerName, err)
+	}
+	slice := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: statusServerName + "-dev", Namespace: systemNamespace,
+			Labels: map[string]string{discoveryv1.LabelServiceName: statusServerName, discoveryv1.LabelManagedBy: "trainjob-dev"},
+		},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{realGateway}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("status-server"), Port: ptr.To(int32(port))}},
+	}
+	var existing discoveryv1.EndpointSlice
+	err := cl.Get(ctx, client.ObjectKeyFromObject(slice), &existing)
+	switch {
+	case apierrors.IsNotFound(err):
+		err = cl.Create(ctx, slice)
+	case err == nil:
+		existing.Endpoints, existing.Ports = slice.Endpoints, slice.Ports
+		err = cl.Update(ctx, &existing)
+	}
+	if err != nil {
+		return fmt.Errorf("publishing the status server at %s: %w", realGateway, err)
+	}
+	return nil
 }

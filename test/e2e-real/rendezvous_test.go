@@ -20,6 +20,8 @@ import (
 	"bufio"
 	"fmt"
 	"net"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -115,13 +117,42 @@ spec:
 	})
 	progress(t, "reached rank 0 at %s from this machine", addr)
 
+	// Rank 0 reports its progress from the real node, through the status
+	// server's name (resolved to this machine by the cluster's DNS) and
+	// TLS: trainctl get shows it move, 50 % then 100 %.
+	trainctl := func() string {
+		out, err := exec.Command(filepath.Join(devOpts.Root, "bin", "trainctl"), "--kubeconfig", devOpts.Kubeconfig(), "-n", ns, "get", name).CombinedOutput()
+		if err != nil {
+			t.Fatalf("trainctl get: %v\n%s", err, out)
+		}
+		return string(out)
+	}
+	for _, want := range []string{"50%", "100%"} {
+		cluster.Eventually(t, "trainctl get to show "+want, func() error {
+			if out := trainctl(); !strings.Contains(out, " "+want+" ") {
+				return fmt.Errorf("%s", out)
+			}
+			return nil
+		})
+		progress(t, "trainctl get shows %s", want)
+	}
 	cluster.WaitCondition(t, ns, name, trainer.TrainJobComplete, metav1.ConditionTrue, trainer.TrainJobJobsCompletedReason)
 	progress(t, "Complete after %s", time.Since(start).Round(time.Millisecond))
+
+	// The last report stays once the TrainJob finished.
+	tj, err := cluster.GetTrainJob(ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := tj.Status.TrainerStatus; s == nil || s.ProgressPercentage == nil || *s.ProgressPercentage != 100 ||
+		len(s.Metrics) != 1 || s.Metrics[0] != (trainer.Metric{Name: "ranks", Value: "2"}) {
+		t.Errorf("trainerStatus = %+v, want rank 0's last report: 100%%, ranks=2", s)
+	}
 
 	// What each rank printed, through the API server and the kubelet.
 	master := fmt.Sprintf("%s-node-0-0.%s:29500", name, name)
 	for index, want := range map[string][]string{
-		"0": {"rank 0 of 2", "the host reached rank 0", "rank 1 joined from", "the 2 ranks sum to 1", "rendezvous: OK"},
+		"0": {"rank 0 of 2", "the host reached rank 0", "rank 1 joined from", "the 2 ranks sum to 1", "reported progress 50%", "reported progress 100%", "rendezvous: OK"},
 		"1": {"rank 1 of 2", "master " + master, "connected to " + master, "the 2 ranks sum to 1", "rendezvous: OK"},
 	} {
 		logs := cluster.MustKubectl(t, "logs", "-n", ns, "-l", "jobset.sigs.k8s.io/jobset-name="+name+",batch.kubernetes.io/job-completion-index="+index)

@@ -213,6 +213,10 @@ type WebhookCertManagement struct {
 	// trainjob-operator-webhook.<secretNamespace>.svc.
 	// +optional
 	DNSName string `json:"dnsName,omitempty"`
+	// extraDNSNames are more names the serving certificate is made for,
+	// for callers that reach the manager by another name than dnsName.
+	// +optional
+	ExtraDNSNames []string `json:"extraDNSNames,omitempty"`
 	// webhookConfigurationName is the ValidatingWebhookConfiguration whose
 	// caBundle the manager keeps. Defaults to trainjob-operator.
 	// +optional

@@ -23,16 +23,24 @@ limitations under the License.
 // its rank; rank 0 answers each with the sum of all ranks once all
 // PET_NNODES have arrived, and every rank checks that sum. With
 // RENDEZVOUS_HOST_CHECK=1, rank 0 also waits for one connection from this
-// machine (the test), which proves the Pod reachable from it. Each step
-// is logged; a failure exits 1.
+// machine (the test), which proves the Pod reachable from it. Rank 0 then
+// reports its progress to the status server, with Kubeflow Trainer's
+// protocol (the Kubeflow SDK's update_trainjob_status): a POST to
+// KUBEFLOW_TRAINER_SERVER_URL with the token of KUBEFLOW_TRAINER_SERVER_TOKEN,
+// verifying the server by KUBEFLOW_TRAINER_SERVER_CA_CERT. Each step is
+// logged; a failure exits 1.
 package main
 
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -68,7 +76,16 @@ func run() error {
 	hostname, _ := os.Hostname()
 	fmt.Printf("rendezvous: rank %d of %d on %s (addresses %s), master %s:%s\n", rank, nnodes, hostname, addresses(), master, port)
 	if rank == 0 {
-		return serve(ctx, nnodes, port, os.Getenv("RENDEZVOUS_HOST_CHECK") == "1")
+		if err := serve(ctx, nnodes, port, os.Getenv("RENDEZVOUS_HOST_CHECK") == "1"); err != nil {
+			return err
+		}
+		// Halfway, then done: a status write each, the reports being
+		// more than the status server's write interval (5 s) apart.
+		if err := report(ctx, 50, 6, nnodes); err != nil {
+			return err
+		}
+		time.Sleep(6 * time.Second)
+		return report(ctx, 100, 0, nnodes)
 	}
 	return join(ctx, rank, nnodes, net.JoinHostPort(master, port))
 }
@@ -167,6 +184,47 @@ func check(sum, nnodes int) error {
 		return fmt.Errorf("the ranks sum to %d, want %d", sum, want)
 	}
 	fmt.Printf("rendezvous: the %d ranks sum to %d\n", nnodes, sum)
+	return nil
+}
+
+// report posts rank 0's progress, with the number of ranks as a metric,
+// as a training program reports with the Kubeflow SDK.
+func report(ctx context.Context, percent, remainingSeconds, nnodes int) error {
+	url := os.Getenv("KUBEFLOW_TRAINER_SERVER_URL")
+	if url == "" {
+		return errors.New("KUBEFLOW_TRAINER_SERVER_URL is not set: the Pod was given no status server")
+	}
+	token, err := os.ReadFile(os.Getenv("KUBEFLOW_TRAINER_SERVER_TOKEN"))
+	if err != nil {
+		return fmt.Errorf("the status server token: %w", err)
+	}
+	ca, err := os.ReadFile(os.Getenv("KUBEFLOW_TRAINER_SERVER_CA_CERT"))
+	if err != nil {
+		return fmt.Errorf("the status server CA: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(ca) {
+		return errors.New("the status server CA is not a PEM certificate")
+	}
+	body := fmt.Sprintf(`{"trainerStatus":{"progressPercentage":%d,"estimatedRemainingSeconds":%d,"metrics":[{"name":"ranks","value":"%d"}],"lastUpdatedTime":%q}}`,
+		percent, remainingSeconds, nnodes, time.Now().UTC().Format(time.RFC3339))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+	req.Header.Set("Content-Type", "application/json")
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	resp, err := c.Do(req)
+	if err != nil {
+		return fmt.Errorf("reporting progress to %s: %w", url, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	answer, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("reporting progress to %s: %s %s", url, resp.Status, answer)
+	}
+	fmt.Printf("rendezvous: reported progress %d%% to %s\n", percent, url)
 	return nil
 }
 
