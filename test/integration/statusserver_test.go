@@ -18,12 +18,18 @@ package integration
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/rand"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -210,6 +216,7 @@ func TestStatusServerWritesProgressAndRefusesWhatItMust(t *testing.T) {
 		{"a token the API server did not issue", "b", "not-a-token", report, http.StatusUnauthorized},
 		{"a's token (a's audience) for b", "b", tokenA, report, http.StatusUnauthorized},
 		{"a token of a's Pod with b's audience", "b", tokenAForB, report, http.StatusForbidden},
+		{"a's token, expired", "a", resigned(t, tokenA, true), report, http.StatusUnauthorized},
 		{"the ServiceAccount's own token, bound to no Pod", "b", unboundToken(t, ns, "b"), report, http.StatusForbidden},
 		{"an unknown TrainJob, without a token for it", "nobody", tokenA, report, http.StatusUnauthorized},
 		{"an unknown TrainJob, with a token for it", "nobody", podToken(t, podA, "nobody"), report, http.StatusNotFound},
@@ -222,6 +229,11 @@ func TestStatusServerWritesProgressAndRefusesWhatItMust(t *testing.T) {
 		if code != tc.code || msg == "" {
 			t.Errorf("%s: %d %q, want %d with a message", tc.what, code, msg, tc.code)
 		}
+	}
+	// The expired token differs from a's in its lifetime alone: signed
+	// again as it was, it is accepted.
+	if code, msg := r.post(t, ns, "a", resigned(t, tokenA, false), report); code != http.StatusOK {
+		t.Errorf("a's token signed again unchanged: %d %s, want 200 (else the expired one proves nothing)", code, msg)
 	}
 	if got := trainerStatusOf(t, ns, "b"); got != "null" {
 		t.Errorf("b's trainerStatus = %s after refused reports, want none", got)
@@ -339,4 +351,58 @@ func TestStatusServerCoalescesReports(t *testing.T) {
 	if seen[0] != 0 || seen[1] != 19 {
 		t.Errorf("progress written %v, want [0 19]: the first at once, then the newest", seen)
 	}
+}
+
+// resigned is token, a ServiceAccount token of the test API server,
+// signed again with the API server's key, with its lifetime moved into the
+// past if expire: a token the API server made, but expired (a
+// TokenRequest lives at least 10 minutes, too long to wait for). Signed
+// again unchanged, it must be as good as token: that proves the signing.
+func resigned(t *testing.T, token string, expire bool) string {
+	t.Helper()
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		t.Fatalf("not a JWT: %q", token)
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var claims map[string]any
+	if err := json.Unmarshal(payload, &claims); err != nil {
+		t.Fatal(err)
+	}
+	if expire {
+		now := time.Now().Unix()
+		claims["iat"], claims["nbf"], claims["exp"] = now-3600, now-3600, now-600
+	}
+	if payload, err = json.Marshal(claims); err != nil {
+		t.Fatal(err)
+	}
+	signed := parts[0] + "." + base64.RawURLEncoding.EncodeToString(payload)
+	keyPEM, err := os.ReadFile(serviceAccountSigningKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(keyPEM)
+	if block == nil {
+		t.Fatalf("%s holds no PEM key", serviceAccountSigningKey)
+	}
+	parsed, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, ok := parsed.(*ecdsa.PrivateKey)
+	if !ok {
+		t.Fatalf("the signing key is a %T, want ECDSA (ES256)", parsed)
+	}
+	digest := sha256.Sum256([]byte(signed))
+	r, s, err := ecdsa.Sign(rand.Reader, key, digest[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig := make([]byte, 64)
+	r.FillBytes(sig[:32])
+	s.FillBytes(sig[32:])
+	return signed + "." + base64.RawURLEncoding.EncodeToString(sig)
 }

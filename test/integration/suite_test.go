@@ -72,6 +72,9 @@ var (
 	// statusServerPort is where its status server listens, on 127.0.0.1
 	// with envtest's serving certificate.
 	statusServerPort int
+	// serviceAccountSigningKey is the file of the key the test API server
+	// signs ServiceAccount tokens with.
+	serviceAccountSigningKey string
 )
 
 func TestMain(m *testing.M) {
@@ -111,6 +114,8 @@ func run(m *testing.M) int {
 		}
 	}()
 	webhooks = &env.WebhookInstallOptions
+	// Where envtest's API server keeps it (its service-account-signing-key-file).
+	serviceAccountSigningKey = filepath.Join(env.ControlPlane.APIServer.CertDir, "sa-signer.key")
 	// envtest writes the serving certificate alone; the CA goes beside it,
 	// as cert-manager's Secrets hold it, for the status server's clients.
 	if err := os.WriteFile(filepath.Join(webhooks.LocalServingCertDir, "ca.crt"), webhooks.LocalServingCAData, 0o600); err != nil {
