@@ -230,6 +230,23 @@ func TestStatusServerWritesProgressAndRefusesWhatItMust(t *testing.T) {
 			t.Errorf("%s: %d %q, want %d with a message", tc.what, code, msg, tc.code)
 		}
 	}
+	// A token of another ServiceAccount than the Pod's cannot be had: the
+	// API server refuses to bind it, so the server's own check of the
+	// Pod's ServiceAccount is a second line.
+	cs, err := kubernetes.NewForConfig(cluster.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cluster.Create(t, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "other", Namespace: ns}})
+	_, err = cs.CoreV1().ServiceAccounts(ns).CreateToken(context.Background(), "other", &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{
+			Audiences:      []string{trainer.StatusTokenAudience(ns, "a")},
+			BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: podA.Name, UID: podA.UID},
+		},
+	}, metav1.CreateOptions{})
+	if err == nil {
+		t.Error("the API server bound a token of ServiceAccount other to a Pod running as " + trainerSA)
+	}
 	// The expired token differs from a's in its lifetime alone: signed
 	// again as it was, it is accepted.
 	if code, msg := r.post(t, ns, "a", resigned(t, tokenA, false), report); code != http.StatusOK {
