@@ -140,7 +140,7 @@ func New(restConfig *rest.Config, cfg *configv1alpha1.Configuration, opts Option
 		return nil, err
 	}
 	var planOptions []jobplan.Option
-	if *cfg.StatusServer.Enable {
+	if statusServerOn(cfg) {
 		if err := setupStatusServer(mgr, restConfig, cfg); err != nil {
 			return nil, err
 		}
@@ -164,6 +164,13 @@ func New(restConfig *rest.Config, cfg *configv1alpha1.Configuration, opts Option
 		return nil, fmt.Errorf("setting up %s: %w", ttl.ControllerName, err)
 	}
 	return mgr, nil
+}
+
+// statusServerOn reports whether the manager serves progress reports: the
+// status server serves with the webhook's certificate, so it runs with
+// the webhook only.
+func statusServerOn(cfg *configv1alpha1.Configuration) bool {
+	return *cfg.StatusServer.Enable && *cfg.Webhook.Enable
 }
 
 // setupStatusServer adds the status server, which every replica runs, and
@@ -301,7 +308,7 @@ func caches(cfg *configv1alpha1.Configuration) map[client.Object]cache.ByObject 
 	if cm := cfg.Webhook.CertManagement; *cfg.Webhook.Enable && *cm.Enable {
 		byObject[&corev1.Secret{}] = certs.SecretCache(cm)
 	}
-	if *cfg.StatusServer.Enable {
+	if statusServerOn(cfg) {
 		byObject[&corev1.ConfigMap{}] = statusserver.CACache()
 	}
 	return byObject

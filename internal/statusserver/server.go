@@ -164,10 +164,18 @@ func reasonOf(code int) metav1.StatusReason {
 // the manager is making it, and the server waits for it.
 func (s *Server) Start(ctx context.Context) error {
 	certFile, keyFile := filepath.Join(s.certDir, "tls.crt"), filepath.Join(s.certDir, "tls.key")
+	waiting := false
 	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(context.Context) (bool, error) {
 		_, errCert := os.Stat(certFile)
 		_, errKey := os.Stat(keyFile)
-		return errCert == nil && errKey == nil, nil
+		if errCert != nil || errKey != nil {
+			if !waiting {
+				s.log.Info("Waiting for the serving certificate before serving progress reports", "certFile", certFile, "keyFile", keyFile)
+				waiting = true
+			}
+			return false, nil
+		}
+		return true, nil
 	})
 	if err != nil {
 		return nil // stopped before the certificate came

@@ -231,7 +231,8 @@ type WebhookCertManagement struct {
 // (webhook.certDir, with the CA in ca.crt).
 type StatusServer struct {
 	// enable serves progress reports and gives trainer containers what
-	// they need to send them. Defaults to true.
+	// they need to send them. Defaults to true; the server runs only with
+	// the webhook (webhook.enable), whose certificate it serves with.
 	// +optional
 	Enable *bool `json:"enable,omitempty"`
 	// port the status server listens on. Defaults to 10443.
