@@ -34,6 +34,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -609,10 +610,29 @@ func netListen(port int) (net.Listener, error) {
 
 // FreePort asks the kernel for a free port on the loopback interface.
 func FreePort() (int, error) {
-	l, err := netListen(0)
-	if err != nil {
-		return 0, err
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	for range 100 {
+		l, err := netListen(0)
+		if err != nil {
+			return 0, err
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		_ = l.Close()
+		// Nothing holds a port between FreePort and the program that
+		// binds it: the kernel may hand the same one out again meanwhile,
+		// and two components given it would collide.
+		if at, ok := handedOut.ports[port]; ok && time.Since(at) < time.Minute {
+			continue
+		}
+		handedOut.ports[port] = time.Now()
+		return port, nil
 	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return 0, errors.New("no free port that was not handed out in the last minute")
 }
+
+// handedOut are the ports FreePort returned, and when.
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]time.Time
+}{ports: map[int]time.Time{}}

@@ -65,3 +65,19 @@ func TestWebhookConfigurations(t *testing.T) {
 		t.Error("a manifest with another kind decoded without error")
 	}
 }
+
+// FreePort never hands out a port twice within a minute, though the
+// kernel, asked for a free port, may answer the same one again.
+func TestFreePortHandsEachPortOutOnce(t *testing.T) {
+	seen := map[int]bool{}
+	for range 200 {
+		p, err := FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen[p] {
+			t.Fatalf("port %d handed out twice", p)
+		}
+		seen[p] = true
+	}
+}
