@@ -48,8 +48,10 @@ type globals struct {
 	out           io.Writer
 	errOut        io.Writer
 	now           func() time.Time
-	// newClient makes the client of a configuration; tests give a fake.
+	// newClient makes the client of a configuration, and newLogs what
+	// streams Pods' logs; tests give fakes.
 	newClient func(*rest.Config) (client.WithWatch, error)
+	newLogs   func(*rest.Config) (podLogs, error)
 }
 
 func newGlobals(out, errOut io.Writer) *globals {
@@ -61,6 +63,7 @@ func newGlobals(out, errOut io.Writer) *globals {
 		newClient: func(cfg *rest.Config) (client.WithWatch, error) {
 			return client.NewWithWatch(cfg, client.Options{Scheme: scheme.Scheme})
 		},
+		newLogs: clientsetLogs,
 	}
 }
 
@@ -119,7 +122,7 @@ func newRootCommand(g *globals) *cobra.Command {
 	f.BoolVarP(&g.allNamespaces, "all-namespaces", "A", false, "TrainJobs of every namespace")
 	f.StringVar(&g.configFile, "manager-config", "", "The manager's Configuration file, for the retention policies (default: the "+config.ConfigMapName+" ConfigMap in "+config.Namespace+", if readable)")
 	g.completeFlags(root)
-	root.AddCommand(newGetCommand(g), newDescribeCommand(g), newWaitCommand(g))
+	root.AddCommand(newGetCommand(g), newDescribeCommand(g), newWaitCommand(g), newLogsCommand(g))
 	root.AddCommand(newUninstallCommand(g), newUpgradeCheckCommand(g), newVersionCommand(g.out))
 	return root
 }

@@ -149,6 +149,21 @@ spec:
 		t.Errorf("trainerStatus = %+v, want rank 0's last report: 100%%, ranks=2", s)
 	}
 
+	// trainctl logs prints every node's, in rank order, as the SDK's
+	// get_job_logs gives them; --step node-1 one node's.
+	out, err := exec.Command(filepath.Join(devOpts.Root, "bin", "trainctl"), "--kubeconfig", devOpts.Kubeconfig(), "-n", ns, "logs", name).CombinedOutput()
+	if err != nil {
+		t.Fatalf("trainctl logs: %v\n%s", err, out)
+	}
+	progress(t, "trainctl logs %s:\n%s", name, out)
+	if i0, i1 := strings.Index(string(out), "[node-0] rendezvous: rank 0 of 2"), strings.Index(string(out), "[node-1] rendezvous: rank 1 of 2"); i0 < 0 || i1 < i0 {
+		t.Errorf("trainctl logs does not print node 0's then node 1's lines:\n%s", out)
+	}
+	out, err = exec.Command(filepath.Join(devOpts.Root, "bin", "trainctl"), "--kubeconfig", devOpts.Kubeconfig(), "-n", ns, "logs", name, "--step", "node-1").CombinedOutput()
+	if err != nil || !strings.HasPrefix(string(out), "rendezvous: rank 1 of 2") || strings.Contains(string(out), "rank 0 of 2") {
+		t.Errorf("trainctl logs --step node-1: %v\n%s", err, out)
+	}
+
 	// What each rank printed, through the API server and the kubelet.
 	master := fmt.Sprintf("%s-node-0-0.%s:29500", name, name)
 	for index, want := range map[string][]string{
