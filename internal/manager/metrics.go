@@ -59,24 +59,8 @@ func setupMetrics(mgr ctrl.Manager) error {
 		}
 		return out, nil
 	})
-	metrics.TrainJobProgress.SetSource(func(ctx context.Context) ([]metrics.Progress, error) {
-		var list trainer.TrainJobList
-		if err := cache.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
-			return nil, err
-		}
-		var out []metrics.Progress
-		for i := range list.Items {
-			tj := &list.Items[i]
-			if s := tj.Status.TrainerStatus; s != nil && tj.FinishedCondition() == nil {
-				out = append(out, metrics.Progress{Namespace: tj.Namespace, Name: tj.Name,
-					Percent: s.ProgressPercentage, RemainingSeconds: s.EstimatedRemainingSeconds, Reported: s.LastUpdatedTime.Time})
-			}
-		}
-		return out, nil
-	})
 	// Started only on the leader, when it is elected.
 	lead := manager.RunnableFunc(func(ctx context.Context) error {
-		metrics.TrainJobProgress.Lead()
 		metrics.TrainJobs.Lead()
 		<-ctx.Done()
 		return nil
@@ -93,13 +77,17 @@ func setupMetrics(mgr ctrl.Manager) error {
 	return nil
 }
 
-// metricsView is what the TrainJobs collector reads of tj: its state, the
+// metricsView is what the TrainJobs collector reads of tj: its progress
+// while it runs, if its trainer reported any, and its state, the
 // reason behind it, and since when it is in it by its status: the
 // transition time of the condition that says the state, the start time of
 // a running TrainJob (its Jobs' creation or its last resume), the creation
 // of one not yet started.
 func metricsView(tj *trainer.TrainJob) metrics.TrainJob {
-	v := metrics.TrainJob{State: lifecycle.State(tj)}
+	v := metrics.TrainJob{State: lifecycle.State(tj), Namespace: tj.Namespace, Name: tj.Name}
+	if s := tj.Status.TrainerStatus; s != nil && tj.FinishedCondition() == nil {
+		v.Progress = &metrics.Progress{Percent: s.ProgressPercentage, RemainingSeconds: s.EstimatedRemainingSeconds, Reported: s.LastUpdatedTime.Time}
+	}
 	var c *metav1.Condition
 	switch v.State {
 	case trainer.TrainJobStateCreated:

@@ -22,6 +22,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
 	"github.com/trainjob-operator/trainjob-operator/internal/metrics"
@@ -46,50 +47,59 @@ func TestMetricsView(t *testing.T) {
 	}{
 		"new: since its creation": {
 			tj:   base().Obj(),
-			want: metrics.TrainJob{State: "Created", Since: created},
+			want: metrics.TrainJob{Namespace: "ns", Name: "tj", State: "Created", Since: created},
 		},
 		"refused: since Created=False": {
 			tj:   base().Condition(cond(trainer.TrainJobCreated, trainer.TrainJobJobRefusedReason, metav1.ConditionFalse)).Obj(),
-			want: metrics.TrainJob{State: "Created", Reason: "JobRefused", Since: changed},
+			want: metrics.TrainJob{Namespace: "ns", Name: "tj", State: "Created", Reason: "JobRefused", Since: changed},
 		},
 		"running: since it started": {
 			tj:   base().StartTime(started).JobsStatus(trainer.JobStatus{Name: "node"}).Obj(),
-			want: metrics.TrainJob{State: "Running", Since: started},
+			want: metrics.TrainJob{Namespace: "ns", Name: "tj", State: "Running", Since: started},
 		},
 		"resumed: since the resume, its start": {
 			tj: base().StartTime(started).JobsStatus(trainer.JobStatus{Name: "node"}).
 				Condition(cond(trainer.TrainJobSuspended, trainer.TrainJobResumedReason, metav1.ConditionFalse)).Obj(),
-			want: metrics.TrainJob{State: "Running", Since: started},
+			want: metrics.TrainJob{Namespace: "ns", Name: "tj", State: "Running", Since: started},
 		},
 		"suspending: since Suspended=False Suspending": {
 			tj: base().Suspend(true).StartTime(started).
 				Condition(cond(trainer.TrainJobSuspended, trainer.TrainJobSuspendingReason, metav1.ConditionFalse)).Obj(),
-			want: metrics.TrainJob{State: "Suspending", Since: changed},
+			want: metrics.TrainJob{Namespace: "ns", Name: "tj", State: "Suspending", Since: changed},
 		},
 		"suspending, not yet recorded: no time": {
 			tj: base().Suspend(true).StartTime(started).
 				Condition(cond(trainer.TrainJobSuspended, trainer.TrainJobResumedReason, metav1.ConditionFalse)).Obj(),
-			want: metrics.TrainJob{State: "Suspending"},
+			want: metrics.TrainJob{Namespace: "ns", Name: "tj", State: "Suspending"},
 		},
 		"suspended: since Suspended=True": {
 			tj: base().Suspend(true).StartTime(started).
 				Condition(cond(trainer.TrainJobSuspended, trainer.TrainJobSuspendedReason, metav1.ConditionTrue)).Obj(),
-			want: metrics.TrainJob{State: "Suspended", Since: changed},
+			want: metrics.TrainJob{Namespace: "ns", Name: "tj", State: "Suspended", Since: changed},
 		},
 		"deadline exceeded": {
 			tj: base().Deadline(60).StartTime(started).
 				Condition(cond(trainer.TrainJobFailed, trainer.TrainJobDeadlineExceededReason, metav1.ConditionTrue)).Obj(),
-			want: metrics.TrainJob{State: "Failed", Reason: "DeadlineExceeded", Since: changed},
+			want: metrics.TrainJob{Namespace: "ns", Name: "tj", State: "Failed", Reason: "DeadlineExceeded", Since: changed},
+		},
+		"running, with progress reported": {
+			tj:   base().StartTime(started).JobsStatus(trainer.JobStatus{Name: "node"}).TrainerStatus(45, 600, changed).Obj(),
+			want: metrics.TrainJob{Namespace: "ns", Name: "tj", State: "Running", Since: started, Progress: &metrics.Progress{Percent: ptr.To[int32](45), RemainingSeconds: ptr.To[int32](600), Reported: changed}},
+		},
+		"complete, with progress reported: none exported": {
+			tj: base().StartTime(started).TrainerStatus(100, 0, changed).
+				Condition(cond(trainer.TrainJobComplete, trainer.TrainJobJobsCompletedReason, metav1.ConditionTrue)).Obj(),
+			want: metrics.TrainJob{Namespace: "ns", Name: "tj", State: "Complete", Reason: "AllJobsCompleted", Since: changed},
 		},
 		"complete": {
 			tj: base().StartTime(started).
 				Condition(cond(trainer.TrainJobComplete, trainer.TrainJobJobsCompletedReason, metav1.ConditionTrue)).Obj(),
-			want: metrics.TrainJob{State: "Complete", Reason: "AllJobsCompleted", Since: changed},
+			want: metrics.TrainJob{Namespace: "ns", Name: "tj", State: "Complete", Reason: "AllJobsCompleted", Since: changed},
 		},
 		"a reason of another controller": {
 			tj: base().ManagedBy("kueue.x-k8s.io/multikueue").
 				Condition(cond(trainer.TrainJobFailed, "SomethingElse", metav1.ConditionTrue)).Obj(),
-			want: metrics.TrainJob{State: "Failed", Reason: "Other", Since: changed},
+			want: metrics.TrainJob{Namespace: "ns", Name: "tj", State: "Failed", Reason: "Other", Since: changed},
 		},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -179,6 +179,6 @@ var (
 func Register() {
 	registerOnce.Do(func() {
 		crmetrics.Registry.MustRegister(TTLDeletions, TTLDeletionLatency, DeadlineExceeded, Finished, Restarts, PendingDeletions, DeadlineRemaining, APIRequests,
-			TimeToRunning, DeadlineDelay, TrainJobs, StatusRequests, StatusReports, StatusWrites, TrainJobProgress)
+			TimeToRunning, DeadlineDelay, TrainJobs, StatusRequests, StatusReports, StatusWrites)
 	})
 }

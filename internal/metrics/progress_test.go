@@ -23,18 +23,21 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 )
 
-// A TrainJob's progress series are there while its source lists it, and
-// gone once it does not (finished or deleted); only a leader exports.
-func TestProgressCollector(t *testing.T) {
-	c := NewProgressCollector()
-	reports := []Progress{
-		{Namespace: "ns", Name: "a", Percent: ptr.To[int32](45), RemainingSeconds: ptr.To[int32](600), Reported: time.Unix(1700000000, 0)},
-		{Namespace: "ns", Name: "b", Reported: time.Unix(1700000100, 0)},
+// A TrainJob's progress series are there while its source gives its
+// progress, and gone once it does not (finished or deleted); only a
+// leader exports.
+func TestProgressSeries(t *testing.T) {
+	c := NewTrainJobCollector(clock.RealClock{})
+	tjs := []TrainJob{
+		{State: "Running", Namespace: "ns", Name: "a", Progress: &Progress{Percent: ptr.To[int32](45), RemainingSeconds: ptr.To[int32](600), Reported: time.Unix(1700000000, 0)}},
+		{State: "Running", Namespace: "ns", Name: "b", Progress: &Progress{Reported: time.Unix(1700000100, 0)}},
+		{State: "Running", Namespace: "ns", Name: "silent"},
 	}
-	c.SetSource(func(context.Context) ([]Progress, error) { return reports, nil })
+	c.SetSource(func(context.Context) ([]TrainJob, error) { return tjs, nil })
 	if n := testutil.CollectAndCount(c); n != 0 {
 		t.Fatalf("%d series before leading, want 0", n)
 	}
@@ -51,11 +54,13 @@ trainjob_progress_last_report_timestamp_seconds{name="b",namespace="ns"} 1.70000
 # TYPE trainjob_progress_percent gauge
 trainjob_progress_percent{name="a",namespace="ns"} 45
 `
-	if err := testutil.CollectAndCompare(c, strings.NewReader(want)); err != nil {
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want), progressSeries...); err != nil {
 		t.Error(err)
 	}
-	reports = reports[1:]
+	tjs = tjs[1:]
 	if n := testutil.CollectAndCount(c, "trainjob_progress_percent"); n != 0 {
 		t.Errorf("%d progress series once a's is gone from the source, want 0", n)
 	}
 }
+
+var progressSeries = []string{"trainjob_progress_percent", "trainjob_estimated_remaining_seconds", "trainjob_progress_last_report_timestamp_seconds"}

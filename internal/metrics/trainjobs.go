@@ -41,6 +41,19 @@ type TrainJob struct {
 	// Since is when the TrainJob entered its state, as its status records
 	// it; zero if it does not yet (the controller has not seen the change).
 	Since time.Time
+	// Namespace and Name name it in its progress series.
+	Namespace, Name string
+	// Progress is its trainer's last progress report while it runs, nil
+	// if it finished or never reported.
+	Progress *Progress
+}
+
+// Progress is a running TrainJob's last progress report.
+type Progress struct {
+	// Percent and RemainingSeconds are nil when the report left them out.
+	Percent, RemainingSeconds *int32
+	// Reported is the report's lastUpdatedTime.
+	Reported time.Time
 }
 
 var (
@@ -62,25 +75,31 @@ var (
 		Buckets:   []float64{1, 2, 5, 10, 30, 60, 120, 300},
 	})
 
-	// TrainJobs is the process's trainjob_trainjobs and
-	// trainjob_oldest_in_state_seconds, which read the TrainJobs from the
-	// source internal/manager gives it.
+	// TrainJobs is the process's trainjob_trainjobs,
+	// trainjob_oldest_in_state_seconds and progress series, which read the
+	// TrainJobs from the source internal/manager gives it.
 	TrainJobs = NewTrainJobCollector(clock.RealClock{})
 )
 
 // TrainJobCollector exports, at scrape time, the number of TrainJobs by
 // state and reason and how long the oldest has been in each, by the
-// transition times their status records. It reads the TrainJobs from the
-// manager's cache, once this replica leads (Lead): the others' series
-// would count every TrainJob again.
+// transition times their status records, and one series per running
+// TrainJob that reported its progress (percent done, seconds left, when it
+// last reported), which goes when it finishes or is deleted. It reads the
+// TrainJobs from the manager's cache, once this replica leads (Lead): the
+// others' series would count every TrainJob again.
 type TrainJobCollector struct {
-	clock         clock.PassiveClock
-	count, oldest *prometheus.Desc
+	clock                        clock.PassiveClock
+	count, oldest                *prometheus.Desc
+	percent, remaining, reported *prometheus.Desc
 
 	mu      sync.Mutex
 	list    func(context.Context) ([]TrainJob, error)
 	leading bool
 }
+
+// progressLabels name a TrainJob's progress series.
+var progressLabels = []string{"namespace", "name"}
 
 // NewTrainJobCollector returns a collector that reads the time from c.
 func NewTrainJobCollector(c clock.PassiveClock) *TrainJobCollector {
@@ -90,6 +109,12 @@ func NewTrainJobCollector(c clock.PassiveClock) *TrainJobCollector {
 			"TrainJobs by status.state and the reason of the condition behind it (Created=False, Complete, Failed).", []string{"state", "reason"}, nil),
 		oldest: prometheus.NewDesc(namespace+"_oldest_in_state_seconds",
 			"Seconds the TrainJob longest in each state (and reason) has been in it, from the transition time its status records; 0 when none is.", []string{"state", "reason"}, nil),
+		percent: prometheus.NewDesc(namespace+"_progress_percent",
+			"Percent of training done, as a running TrainJob's trainer last reported it (status.trainerStatus.progressPercentage).", progressLabels, nil),
+		remaining: prometheus.NewDesc(namespace+"_estimated_remaining_seconds",
+			"Seconds of training left, as a running TrainJob's trainer last reported it (status.trainerStatus.estimatedRemainingSeconds).", progressLabels, nil),
+		reported: prometheus.NewDesc(namespace+"_progress_last_report_timestamp_seconds",
+			"When a running TrainJob's trainer last reported its progress (status.trainerStatus.lastUpdatedTime), in Unix seconds.", progressLabels, nil),
 	}
 }
 
@@ -112,6 +137,9 @@ func (c *TrainJobCollector) Lead() {
 func (c *TrainJobCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.count
 	ch <- c.oldest
+	ch <- c.percent
+	ch <- c.remaining
+	ch <- c.reported
 }
 
 // Collect implements prometheus.Collector.
@@ -144,6 +172,9 @@ func (c *TrainJobCollector) Collect(ch chan<- prometheus.Metric) {
 			age = max(0, now.Sub(tj.Since))
 		}
 		oldest[k] = max(oldest[k], age)
+		if p := tj.Progress; p != nil {
+			c.collectProgress(ch, tj.Namespace, tj.Name, p)
+		}
 	}
 	for k, n := range counts {
 		ch <- prometheus.MustNewConstMetric(c.count, prometheus.GaugeValue, float64(n), k.state, k.reason)
@@ -151,4 +182,15 @@ func (c *TrainJobCollector) Collect(ch chan<- prometheus.Metric) {
 	for k, d := range oldest {
 		ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, d.Seconds(), k.state, k.reason)
 	}
+}
+
+// collectProgress exports a running TrainJob's last progress report.
+func (c *TrainJobCollector) collectProgress(ch chan<- prometheus.Metric, ns, name string, p *Progress) {
+	if p.Percent != nil {
+		ch <- prometheus.MustNewConstMetric(c.percent, prometheus.GaugeValue, float64(*p.Percent), ns, name)
+	}
+	if p.RemainingSeconds != nil {
+		ch <- prometheus.MustNewConstMetric(c.remaining, prometheus.GaugeValue, float64(*p.RemainingSeconds), ns, name)
+	}
+	ch <- prometheus.MustNewConstMetric(c.reported, prometheus.GaugeValue, float64(p.Reported.Unix()), ns, name)
 }
