@@ -32,7 +32,6 @@ import (
 	"sync"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -42,8 +41,8 @@ import (
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
 	managerconfig "github.com/trainjob-operator/trainjob-operator/internal/config"
 	"github.com/trainjob-operator/trainjob-operator/internal/dev"
-	"github.com/trainjob-operator/trainjob-operator/internal/jobplan"
 	"github.com/trainjob-operator/trainjob-operator/internal/statusserver"
+	"github.com/trainjob-operator/trainjob-operator/test/framework"
 )
 
 // The manager's status server counters and the request series of its
@@ -412,41 +411,14 @@ wait:
 	return s, nil
 }
 
-// podReporter is what Pod p reports with: the server's URL for its
-// TrainJob, and a token of its volume's audience bound to it, as the
-// kubelet asks for it.
+// podReporter reports for p as a trainer Pod does, at server (see
+// framework.PodReportTarget).
 func podReporter(ctx context.Context, cs kubernetes.Interface, p *corev1.Pod, server string) (reporter, error) {
-	var url string
-	for _, e := range p.Spec.Containers[0].Env {
-		if e.Name == jobplan.StatusServerURLEnv {
-			url = e.Value
-		}
-	}
-	var projection *corev1.ServiceAccountTokenProjection
-	for _, v := range p.Spec.Volumes {
-		if v.Name == jobplan.StatusServerVolume && v.Projected != nil {
-			for _, src := range v.Projected.Sources {
-				if src.ServiceAccountToken != nil {
-					projection = src.ServiceAccountToken
-				}
-			}
-		}
-	}
-	_, path, ok := strings.Cut(url, "/apis/")
-	if !ok || projection == nil {
-		return reporter{}, fmt.Errorf("pod %s has no %s or no token in volume %s", p.Name, jobplan.StatusServerURLEnv, jobplan.StatusServerVolume)
-	}
-	tr, err := cs.CoreV1().ServiceAccounts(p.Namespace).CreateToken(ctx, p.Spec.ServiceAccountName, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{
-			Audiences:         []string{projection.Audience},
-			ExpirationSeconds: projection.ExpirationSeconds,
-			BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: p.Name, UID: p.UID},
-		},
-	}, metav1.CreateOptions{})
+	url, token, err := framework.PodReportTarget(ctx, cs, p, server)
 	if err != nil {
-		return reporter{}, fmt.Errorf("the token of Pod %s's volume: %w", p.Name, err)
+		return reporter{}, err
 	}
-	return reporter{url: server + "/apis/" + path, token: tr.Status.Token}, nil
+	return reporter{url: url, token: token}, nil
 }
 
 // post sends one UpdateTrainJobStatusRequest and returns the answer's HTTP

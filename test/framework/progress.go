@@ -55,28 +55,6 @@ type Reporter struct {
 func (c *Cluster) NewReporter(t testing.TB, pod *corev1.Pod, server string) *Reporter {
 	t.Helper()
 	ctx := context.Background()
-	var url string
-	for _, e := range pod.Spec.Containers[0].Env {
-		if e.Name == jobplan.StatusServerURLEnv {
-			url = e.Value
-		}
-	}
-	var token *corev1.ServiceAccountTokenProjection
-	for _, v := range pod.Spec.Volumes {
-		if v.Name == jobplan.StatusServerVolume && v.Projected != nil && len(v.Projected.Sources) > 0 {
-			token = v.Projected.Sources[0].ServiceAccountToken
-		}
-	}
-	if url == "" || token == nil {
-		t.Fatalf("Pod %s has no %s or no token volume %s", pod.Name, jobplan.StatusServerURLEnv, jobplan.StatusServerVolume)
-	}
-	if server != "" {
-		_, path, ok := strings.Cut(url, "/apis/")
-		if !ok {
-			t.Fatalf("%s = %q has no /apis/ path", jobplan.StatusServerURLEnv, url)
-		}
-		url = server + "/apis/" + path
-	}
 	var ca corev1.ConfigMap
 	c.Eventually(t, "the status server's CA in namespace "+pod.Namespace, func() error {
 		return c.Client.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: statusserver.CAConfigMap}, &ca)
@@ -89,20 +67,52 @@ func (c *Cluster) NewReporter(t testing.TB, pod *corev1.Pod, server string) *Rep
 	if err != nil {
 		t.Fatal(err)
 	}
+	url, token, err := PodReportTarget(ctx, cs, pod, server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Reporter{URL: url, Token: token, http: &http.Client{
+		Timeout:   10 * time.Second,
+		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}},
+	}}
+}
+
+// PodReportTarget returns where a trainer Pod reports its progress and
+// with what: the URL of its environment, on server instead of the URL's
+// host (the manager's Service) when server is not empty, and the token
+// the kubelet would project into its volume, asked for with the volume's
+// audience and bound to the Pod. make bench's progress scenario reports
+// through it too.
+func PodReportTarget(ctx context.Context, cs kubernetes.Interface, pod *corev1.Pod, server string) (url, token string, err error) {
+	for _, e := range pod.Spec.Containers[0].Env {
+		if e.Name == jobplan.StatusServerURLEnv {
+			url = e.Value
+		}
+	}
+	var projection *corev1.ServiceAccountTokenProjection
+	for _, v := range pod.Spec.Volumes {
+		if v.Name == jobplan.StatusServerVolume && v.Projected != nil && len(v.Projected.Sources) > 0 {
+			projection = v.Projected.Sources[0].ServiceAccountToken
+		}
+	}
+	_, path, ok := strings.Cut(url, "/apis/")
+	if !ok || projection == nil {
+		return "", "", fmt.Errorf("pod %s has no %s with an /apis/ path, or no token in volume %s", pod.Name, jobplan.StatusServerURLEnv, jobplan.StatusServerVolume)
+	}
+	if server != "" {
+		url = server + "/apis/" + path
+	}
 	tr, err := cs.CoreV1().ServiceAccounts(pod.Namespace).CreateToken(ctx, pod.Spec.ServiceAccountName, &authenticationv1.TokenRequest{
 		Spec: authenticationv1.TokenRequestSpec{
-			Audiences:         []string{token.Audience},
-			ExpirationSeconds: token.ExpirationSeconds,
+			Audiences:         []string{projection.Audience},
+			ExpirationSeconds: projection.ExpirationSeconds,
 			BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
 		},
 	}, metav1.CreateOptions{})
 	if err != nil {
-		t.Fatalf("the token of Pod %s's volume: %v", pod.Name, err)
+		return "", "", fmt.Errorf("the token of Pod %s's volume: %w", pod.Name, err)
 	}
-	return &Reporter{URL: url, Token: tr.Status.Token, http: &http.Client{
-		Timeout:   10 * time.Second,
-		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}},
-	}}
+	return url, tr.Status.Token, nil
 }
 
 // Report posts an UpdateTrainJobStatusRequest and fails the test unless
