@@ -36,6 +36,34 @@ if ! command -v debootstrap >/dev/null; then
 	DEBIAN_FRONTEND=noninteractive apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap >/dev/null
 fi
+# configure makes the root file system what Kubeflow's runtimes expect of
+# their images. deepspeed-distributed runs the nodes' sshd as the user
+# mpiuser (uid 1000) with /home/mpiuser/.sshd_config, listening on port
+# 2222, its host key the TrainJob's key this controller mounts in
+# /home/mpiuser/.ssh, and its launcher's mpirun logs into them there: the
+# ssh client connects to port 2222 and takes any host key (the hosts are
+# the TrainJob's Pods, made moments ago), writing no known_hosts in the
+# read-only mount; sshd reads the mounted files whatever their owner and
+# mode (StrictModes no), as in Kubeflow's MPI images.
+configure() {
+	local r="$1"
+	chroot "${r}" useradd --create-home --uid 1000 --shell /bin/bash mpiuser
+	mkdir -p "${r}/run/sshd"
+	sed -i -e 's/^#* *StrictHostKeyChecking .*/    StrictHostKeyChecking no/' "${r}/etc/ssh/ssh_config"
+	printf '    UserKnownHostsFile /dev/null\n    Port 2222\n' >>"${r}/etc/ssh/ssh_config"
+	sed -i -e 's/^#*StrictModes .*/StrictModes no/' -e 's/^#*Port .*/Port 2222/' "${r}/etc/ssh/sshd_config"
+	printf 'PidFile /home/mpiuser/sshd.pid\nHostKey /home/mpiuser/.ssh/id_rsa\nStrictModes no\nPort 2222\n' >"${r}/home/mpiuser/.sshd_config"
+	chroot "${r}" chown mpiuser:mpiuser /home/mpiuser/.sshd_config
+	# Debian's PyTorch 1.13 predates its Python 3.11, whose Flag enums no
+	# longer iterate over their zero and multi-bit members: torchrun's
+	# parsing of --redirects and --tee then returns None for their default
+	# 0 and torchrun fails as it starts its workers. The value is parsed
+	# as the enum's own constructor does.
+	local std="${r}/usr/lib/python3/dist-packages/torch/distributed/elastic/multiprocessing/api.py"
+	sed -i 's/^            v = int(v)$/            return Std(int(v))/' "${std}"
+	grep -q '^            return Std(int(v))$' "${std}" || { echo "train-image: torchrun's Std.from_str is not as expected: ${std}" >&2; return 1; }
+}
+
 mkdir -p "${dir}"
 rootfs="${dir}/rootfs"
 start=$(date +%s)
@@ -47,6 +75,7 @@ if [ ! -f "${dir}/rootfs.done" ]; then
 	[ -d /run/mount ] || trap 'rmdir /run/mount 2>/dev/null || true' EXIT
 	debootstrap --variant=minbase --include="$(IFS=,; echo "${packages[*]}")" "${suite}" "${rootfs}" "${mirror}" >"${dir}/debootstrap.log" 2>&1 ||
 		{ tail -20 "${dir}/debootstrap.log" >&2; exit 1; }
+	configure "${rootfs}"
 	# What a container does not need: downloaded packages, indexes, logs.
 	rm -rf "${rootfs}"/var/cache/apt/archives/*.deb "${rootfs}"/var/lib/apt/lists/* "${rootfs}"/var/log/*
 	touch "${dir}/rootfs.done"
