@@ -300,6 +300,9 @@ func Up(ctx context.Context, o Options) error {
 		if err := publishStatusServer(ctx, cl, st.StatusPort); err != nil {
 			return err
 		}
+		if err := routeRealImages(ctx, cl); err != nil {
+			return err
+		}
 	}
 	step(o, "ready in %s: export KUBECONFIG=%s", time.Since(start).Round(100*time.Millisecond), o.Kubeconfig())
 	return nil

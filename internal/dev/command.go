@@ -181,6 +181,12 @@ func runLive(parent context.Context, out io.Writer, o Options) (err error) {
 	if o.Coscheduler {
 		samples = append(samples, filepath.Join(o.Root, "config", "samples", "gang"))
 	}
+	if o.Real {
+		if err := loadTrainImage(ctx, out, o); err != nil {
+			return err
+		}
+		samples = append(samples, filepath.Join(o.Root, "config", "samples", "real"))
+	}
 	for _, dir := range samples {
 		fmt.Fprintf(out, "dev: applying the samples in %s\n", dir)
 		apply := exec.CommandContext(ctx, filepath.Join(o.BinDir, "kubectl"), "--kubeconfig", o.Kubeconfig(), "apply", "-n", "default", "-f", dir)
@@ -194,6 +200,9 @@ func runLive(parent context.Context, out io.Writer, o Options) (err error) {
 	}
 	if o.Coscheduler {
 		fmt.Fprintf(out, "dev: the gangs: bin/kubectl get podgroups.scheduling.x-k8s.io -A (the coscheduling scheduler logs to %s)\n", o.CoschedulerLog())
+	}
+	if o.Real {
+		fmt.Fprintf(out, "dev: the real job's output: bin/trainctl logs torch-real -f (the kubelet logs to %s)\n", o.KubeletLog())
 	}
 	if url, err := PrometheusURL(o); o.Prometheus && err == nil {
 		fmt.Fprintf(out, "dev: Prometheus: %s (alerts: %s/alerts; it logs to %s)\n", url, url, o.PrometheusLog())

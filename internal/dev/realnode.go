@@ -21,6 +21,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -32,6 +33,7 @@ import (
 	"syscall"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -64,13 +66,20 @@ const (
 	// with Python, PyTorch for CPUs, OpenMPI and OpenSSH, mpi4py and
 	// XGBoost), under the name it is loaded as.
 	TrainImage = "localhost/trainjob-operator/train-cpu:latest"
+	// RealImagePrefix begins the name of every image built on this
+	// machine for the real node: a Pod that runs one is sent there
+	// (realImagesPolicy), as only the real node has them and only it runs
+	// them for real.
+	RealImagePrefix = "localhost/trainjob-operator/"
 
-	// realBridge is the Pods' bridge; realGateway its address, which is
-	// also the node's address (the API server reaches the kubelet there)
-	// and CoreDNS'; realSubnet the Pods' addresses.
-	realBridge  = "trainjob0"
-	realGateway = "10.244.0.1"
-	realSubnet  = "10.244.0.0/24"
+	// RealGateway is the address of this machine on the Pods' bridge,
+	// which every Pod of the real node reaches: it is also the node's
+	// address (the API server reaches the kubelet there) and CoreDNS'.
+	// RealSubnet holds the Pods' addresses.
+	RealGateway = "10.244.0.1"
+	RealSubnet  = "10.244.0.0/24"
+	// realBridge is the Pods' bridge.
+	realBridge = "trainjob0"
 	// realCgroup is the kubelet's cgroup of Pods, in every hierarchy
 	// (cgroupfs driver, the default cgroup root).
 	realCgroup = "kubepods"
@@ -208,7 +217,7 @@ func EnsureRealNode(ctx context.Context, cl client.Client, o Options) error {
 		return err
 	}
 
-	step(o, "real node %s: bridge %s at %s for the Pods (%s)", RealNodeName, realBridge, realGateway, realSubnet)
+	step(o, "real node %s: bridge %s at %s for the Pods (%s)", RealNodeName, realBridge, RealGateway, RealSubnet)
 	if err := ensureBridge(ctx); err != nil {
 		return err
 	}
@@ -257,8 +266,8 @@ func ensureBridge(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("ip addr show dev %s: %w", realBridge, err)
 	}
-	if !strings.Contains(string(out), " "+realGateway+"/") {
-		if err := ip(ctx, "addr", "add", realGateway+"/24", "dev", realBridge); err != nil {
+	if !strings.Contains(string(out), " "+RealGateway+"/") {
+		if err := ip(ctx, "addr", "add", RealGateway+"/24", "dev", realBridge); err != nil {
 			return err
 		}
 	}
@@ -318,7 +327,7 @@ disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.internal.v1.traci
 `
 
 // cniConfiguration is the Pods' network: the bridge plugin on realBridge,
-// addresses from realSubnet kept by host-local under the real node's
+// addresses from RealSubnet kept by host-local under the real node's
 // directory. No masquerade (no iptables rule): Pods reach this machine and
 // each other, not the outside.
 const cniConfiguration = `{
@@ -334,7 +343,7 @@ const cniConfiguration = `{
       "hairpinMode": true,
       "ipam": {
         "type": "host-local",
-        "ranges": [[{"subnet": "` + realSubnet + `", "gateway": "` + realGateway + `"}]],
+        "ranges": [[{"subnet": "` + RealSubnet + `", "gateway": "` + RealGateway + `"}]],
         "dataDir": %q
       }
     }
@@ -352,7 +361,7 @@ failCgroupV1: false
 cgroupDriver: cgroupfs
 containerRuntimeEndpoint: unix://%[2]s
 imageServiceEndpoint: unix://%[2]s
-address: ` + realGateway + `
+address: ` + RealGateway + `
 port: %[3]d
 readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
@@ -367,7 +376,7 @@ authentication:
 authorization:
   mode: AlwaysAllow
 clusterDomain: cluster.local
-clusterDNS: ["` + realGateway + `"]
+clusterDNS: ["` + RealGateway + `"]
 resolvConf: ""
 podLogsDir: %[1]s/kubelet/pods-logs
 registerWithTaints:
@@ -391,7 +400,7 @@ nodeStatusReportFrequency: 10s
 // corednsConfiguration is CoreDNS' Corefile; its arguments are the
 // kubeconfig and the ready port.
 const corednsConfiguration = `cluster.local in-addr.arpa ip6.arpa {
-    bind ` + realGateway + `
+    bind ` + RealGateway + `
     ready 127.0.0.1:%[2]d
     errors
     kubernetes cluster.local in-addr.arpa ip6.arpa {
@@ -515,7 +524,7 @@ func ensureCoreDNS(ctx context.Context, o Options, st realState) error {
 	if err != nil {
 		return err
 	}
-	step(o, "started CoreDNS (pid %d) at %s:53 for cluster.local, logging to %s", pid, realGateway, o.CoreDNSLog())
+	step(o, "started CoreDNS (pid %d) at %s:53 for cluster.local, logging to %s", pid, RealGateway, o.CoreDNSLog())
 	return waitReady(ctx, "CoreDNS", probe, o.CoreDNSLog(), exited)
 }
 
@@ -531,7 +540,7 @@ func ensureKubelet(ctx context.Context, cl client.Client, o Options, st realStat
 			"--root-dir", filepath.Join(o.realDir(), "kubelet", "root"),
 			"--cert-dir", filepath.Join(o.realDir(), "kubelet", "pki"),
 			"--hostname-override=" + RealNodeName,
-			"--node-ip", realGateway,
+			"--node-ip", RealGateway,
 			"--node-labels", RealNodeLabel + "=" + RealNodeValue,
 			"--v", "1",
 		}, o.KubeletLog())
@@ -838,7 +847,7 @@ func publishStatusServer(ctx context.Context, cl client.Client, port int) error 
 			Labels: map[string]string{discoveryv1.LabelServiceName: statusServerName, discoveryv1.LabelManagedBy: "trainjob-dev"},
 		},
 		AddressType: discoveryv1.AddressTypeIPv4,
-		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{realGateway}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{RealGateway}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
 		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("status-server"), Port: ptr.To(int32(port))}},
 	}
 	var existing discoveryv1.EndpointSlice
@@ -851,7 +860,102 @@ func publishStatusServer(ctx context.Context, cl client.Client, port int) error 
 		err = cl.Update(ctx, &existing)
 	}
 	if err != nil {
-		return fmt.Errorf("publishing the status server at %s: %w", realGateway, err)
+		return fmt.Errorf("publishing the status server at %s: %w", RealGateway, err)
 	}
+	return nil
+}
+
+// realImagesPolicy is the name of the MutatingAdmissionPolicy (and its
+// binding) that sends the Pods running an image of this machine to the
+// real node.
+const realImagesPolicy = "trainjob-dev-real-images"
+
+// routeRealImages makes every Pod created with a container whose image
+// begins with RealImagePrefix select and tolerate the real node, and those
+// containers never pull, so that a TrainJob of Kubeflow's runtimes naming
+// TrainImage runs there as written, with no runtime patch: the Pods of the
+// simulated nodes would only pretend to run it. It is a
+// MutatingAdmissionPolicy (CEL, in the API server; no webhook), which adds
+// the node selector and the toleration to what the Pod has and sets the
+// containers' imagePullPolicy to IfNotPresent.
+func routeRealImages(ctx context.Context, cl client.Client) error {
+	key := strconv.Quote(RealNodeLabel)
+	toleration := fmt.Sprintf(`Object.spec.tolerations{key: %s, operator: "Equal", value: %q, effect: %q}`, key, RealNodeValue, RealNodeTaint.Effect)
+	patch := fmt.Sprintf(`[
+  has(object.spec.nodeSelector) ?
+    JSONPatch{op: "add", path: "/spec/nodeSelector/" + jsonpatch.escapeKey(%[1]s), value: %[2]q} :
+    JSONPatch{op: "add", path: "/spec/nodeSelector", value: {%[1]s: %[2]q}},
+  has(object.spec.tolerations) ?
+    JSONPatch{op: "add", path: "/spec/tolerations/-", value: %[3]s} :
+    JSONPatch{op: "add", path: "/spec/tolerations", value: [%[3]s]}
+]`, key, RealNodeValue, toleration)
+	// The containers of those images never pull them (none can be
+	// pulled): a :latest tag would otherwise default to Always.
+	pullPolicy := fmt.Sprintf(`Object{spec: Object.spec{containers: object.spec.containers.filter(c, c.image.startsWith(%q)).map(c,
+  Object.spec.containers{name: c.name, imagePullPolicy: %q})}}`, RealImagePrefix, corev1.PullIfNotPresent)
+	policy := &admissionregistrationv1.MutatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: realImagesPolicy},
+		Spec: admissionregistrationv1.MutatingAdmissionPolicySpec{
+			MatchConstraints: &admissionregistrationv1.MatchResources{
+				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+					RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+						Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+						Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}},
+					},
+				}},
+			},
+			MatchConditions: []admissionregistrationv1.MatchCondition{{
+				Name:       "runs-an-image-of-this-machine",
+				Expression: fmt.Sprintf("object.spec.containers.exists(c, c.image.startsWith(%q))", RealImagePrefix),
+			}},
+			FailurePolicy:      ptr.To(admissionregistrationv1.Fail),
+			ReinvocationPolicy: admissionregistrationv1.NeverReinvocationPolicy,
+			Mutations: []admissionregistrationv1.Mutation{{
+				PatchType: admissionregistrationv1.PatchTypeJSONPatch,
+				JSONPatch: &admissionregistrationv1.JSONPatch{Expression: patch},
+			}, {
+				PatchType:          admissionregistrationv1.PatchTypeApplyConfiguration,
+				ApplyConfiguration: &admissionregistrationv1.ApplyConfiguration{Expression: pullPolicy},
+			}},
+		},
+	}
+	binding := &admissionregistrationv1.MutatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: realImagesPolicy},
+		Spec:       admissionregistrationv1.MutatingAdmissionPolicyBindingSpec{PolicyName: realImagesPolicy},
+	}
+	for _, obj := range []client.Object{policy, binding} {
+		if err := cl.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating %T %s: %w", obj, obj.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// BuildTrainImage builds TrainImage's archive with hack/train-image.sh
+// (as root; minutes the first time, then cached by what makes it), its
+// progress going to out, and returns the archive's path.
+func BuildTrainImage(ctx context.Context, o Options, out io.Writer) (string, error) {
+	o.defaults()
+	cmd := exec.CommandContext(ctx, filepath.Join(o.Root, "hack", "train-image.sh"))
+	cmd.Stderr = out
+	archive, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("building the training image (hack/train-image.sh): %w", err)
+	}
+	return strings.TrimSpace(string(archive)), nil
+}
+
+// loadTrainImage builds TrainImage if needed and loads it into the real
+// node, for the real sample of `trainjob-dev run --real`.
+func loadTrainImage(ctx context.Context, out io.Writer, o Options) error {
+	start := time.Now()
+	archive, err := BuildTrainImage(ctx, o, out)
+	if err != nil {
+		return err
+	}
+	if err := LoadImageArchive(ctx, o, archive, TrainImage); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "dev: %s is in the real node (%s)\n", TrainImage, time.Since(start).Round(100*time.Millisecond))
 	return nil
 }

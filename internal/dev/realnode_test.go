@@ -105,7 +105,7 @@ func TestRealConfigs(t *testing.T) {
 			t.Errorf("containerd configuration lacks %q:\n%s", want, containerd)
 		}
 	}
-	if corefile := read(o.corefile()); !strings.Contains(corefile, `kubeconfig "`+o.Kubeconfig()+`"`) || !strings.Contains(corefile, "bind "+realGateway) {
+	if corefile := read(o.corefile()); !strings.Contains(corefile, `kubeconfig "`+o.Kubeconfig()+`"`) || !strings.Contains(corefile, "bind "+RealGateway) {
 		t.Errorf("Corefile:\n%s", corefile)
 	}
 }
