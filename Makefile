@@ -28,7 +28,7 @@ INTEGRATION_TIMEOUT ?= 20m
 E2E_TIMEOUT ?= 15m
 E2E_KUEUE_TIMEOUT ?= 15m
 E2E_PROMETHEUS_TIMEOUT ?= 10m
-E2E_REAL_TIMEOUT ?= 15m
+E2E_REAL_TIMEOUT ?= 30m
 # How much each fuzz target runs: briefly in make test, longer on demand
 # (make test-fuzz FUZZ_TIME=2000000x). A count rather than a duration: with a
 # duration, Go 1.26's fuzz coordinator can report its own stop as a failure,
@@ -235,7 +235,7 @@ test-e2e-prometheus: tools build prometheus ## Check the chart's alerts and dash
 		grep --line-buffered -vE '^=== (RUN|PAUSE|CONT)'
 
 .PHONY: test-e2e-real
-test-e2e-real: tools build real-node ## Run TrainJobs of real Pods on the real node (kubelet, containerd, CNI, CoreDNS; built first if needed) of a local cluster of their own; needs root.
+test-e2e-real: tools build real-node kueue ## Run real training programs (torchrun, mpirun, XGBoost) on the real node (kubelet, containerd, CNI, CoreDNS), with Kueue, on a local cluster of their own; builds the training image first if needed (hack/train-image.sh); needs root.
 	go test $(GO_TEST_FLAGS) -v -timeout $(E2E_REAL_TIMEOUT) ./test/e2e-real/... 2>&1 | \
 		grep --line-buffered -vE '^=== (RUN|PAUSE|CONT)'
 

@@ -24,7 +24,6 @@ package e2ekueue
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -147,7 +146,7 @@ spec:
 			return err
 		}
 		var status struct{ Conditions []metav1.Condition }
-		if err := fromUnstructured(cq.Object["status"], &status); err != nil {
+		if err := framework.FromUnstructured(cq.Object["status"], &status); err != nil {
 			return err
 		}
 		for _, c := range status.Conditions {
@@ -210,7 +209,7 @@ func workloads(ns string) (map[string]*workload, error) {
 	out := map[string]*workload{}
 	for _, u := range list.Items {
 		var w workload
-		if err := fromUnstructured(u.Object, &w); err != nil {
+		if err := framework.FromUnstructured(u.Object, &w); err != nil {
 			return nil, err
 		}
 		out[w.Labels["kueue.x-k8s.io/job-uid"]] = &w
@@ -233,12 +232,4 @@ func workloadOf(t *testing.T, tj *trainer.TrainJob) *workload {
 		return nil
 	})
 	return w
-}
-
-func fromUnstructured(in any, out any) error {
-	data, err := json.Marshal(in)
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal(data, out)
 }

@@ -34,7 +34,7 @@ import (
 )
 
 // podSubnet is where the real node's Pods get their addresses.
-var _, podSubnet, _ = net.ParseCIDR("10.244.0.0/24")
+var _, podSubnet, _ = net.ParseCIDR(dev.RealSubnet)
 
 // TestRendezvous runs a two-node TrainJob of Kubeflow's torch-distributed
 // runtime, unchanged, on the real node, naming the rendezvous image and
@@ -44,10 +44,7 @@ var _, podSubnet, _ = net.ParseCIDR("10.244.0.0/24")
 // connects to it over TCP; both check the sum rank 0 gathers; the
 // TrainJob completes.
 func TestRendezvous(t *testing.T) {
-	if loadErr != nil {
-		t.Fatalf("loading %s: %v", rendezvousImage, loadErr)
-	}
-	ns := cluster.NewNamespace(t)
+	ns := newNamespace(t)
 	const name = "rendezvous"
 	start := time.Now()
 	cluster.CreateYAML(t, `
@@ -61,20 +58,7 @@ spec:
     command: [/rendezvous]
     numNodes: 2
     env: [{name: RENDEZVOUS_HOST_CHECK, value: "1"}]
-  runtimePatches:
-  - manager: trainjob-operator.dev/e2e-real
-    trainingRuntimeSpec:
-      template:
-        spec:
-          replicatedJobs:
-          - name: node
-            template:
-              spec:
-                template:
-                  spec:
-                    nodeSelector: {%[4]s: %[5]s}
-                    tolerations: [{key: %[4]s, operator: Equal, value: %[5]s, effect: NoSchedule}]
-`, name, ns, rendezvousImage, dev.RealNodeLabel, dev.RealNodeValue)
+`, name, ns, rendezvousImage)
 
 	running := cluster.WaitPodsRunning(t, ns, name, 2)
 	progress(t, "2 Pods running after %s", time.Since(start).Round(time.Millisecond))

@@ -17,9 +17,11 @@ limitations under the License.
 // Package e2ereal runs TrainJobs whose Pods are real processes, on the
 // real node of the local cluster `make dev REAL=1` uses: a kubelet,
 // containerd and runc, CNI and CoreDNS on this machine (as root), beside
-// the simulated nodes. It brings up a cluster of its own, always tears it
-// down, and then checks that nothing of the real node is left. make
-// test-e2e-real builds the real node's tools first.
+// the simulated nodes, and Kueue. The training programs (programs/) run in
+// the training image, which the suite builds first (hack/train-image.sh,
+// cached) and loads into the real node. It brings up a cluster of its own,
+// always tears it down, and then checks that nothing of the real node is
+// left. make test-e2e-real builds the real node's tools and Kueue first.
 package e2ereal
 
 import (
@@ -55,7 +57,7 @@ var (
 	// devOpts brought it up.
 	devOpts dev.Options
 	// loadErr is why the test images could not be loaded, if they could
-	// not.
+	// not: every test fails with it.
 	loadErr error
 )
 
@@ -69,6 +71,15 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	// The training image: built once, then taken from the cache.
+	start := time.Now()
+	trainArchive, err := dev.BuildTrainImage(context.Background(), dev.Options{Root: repoRoot}, os.Stderr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Fprintf(os.Stderr, "training image %s in %s\n", trainArchive, time.Since(start).Round(time.Millisecond))
+
 	devOpts = dev.Options{
 		Root:    repoRoot,
 		WorkDir: filepath.Join(repoRoot, ".dev-e2e-real"),
@@ -76,6 +87,7 @@ func run(m *testing.M) int {
 		Nodes:   1,
 		Out:     os.Stderr,
 		Real:    true,
+		Kueue:   true,
 	}
 	code := dev.RunTests(m, devOpts, func(cl client.WithWatch) {
 		cluster = framework.DevCluster(devOpts, cl)
@@ -86,12 +98,19 @@ func run(m *testing.M) int {
 			framework.Log{Name: "kubelet", Path: devOpts.KubeletLog()},
 			framework.Log{Name: "containerd", Path: devOpts.ContainerdLog()},
 			framework.Log{Name: "CoreDNS", Path: devOpts.CoreDNSLog()},
+			framework.Log{Name: "Kueue", Path: devOpts.KueueLog()},
 		)
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		start := time.Now()
 		loadErr = dev.LoadProgramImage(ctx, devOpts, "./test/e2e-real/rendezvous", rendezvousImage)
 		fmt.Fprintf(os.Stderr, "loaded %s into the real node in %s\n", rendezvousImage, time.Since(start).Round(time.Millisecond))
+		if loadErr != nil {
+			return
+		}
+		start = time.Now()
+		loadErr = dev.LoadImageArchive(ctx, devOpts, trainArchive, dev.TrainImage)
+		fmt.Fprintf(os.Stderr, "loaded %s into the real node in %s\n", dev.TrainImage, time.Since(start).Round(time.Millisecond))
 	})
 	// Down has run: the real node must have left nothing behind.
 	if left := dev.RealNodeLeftovers(devOpts); len(left) > 0 {
@@ -99,6 +118,16 @@ func run(m *testing.M) int {
 		code = 1
 	}
 	return code
+}
+
+// newNamespace creates the test's namespace, once the suite's images are
+// in the real node.
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	if loadErr != nil {
+		t.Fatalf("loading the images: %v", loadErr)
+	}
+	return cluster.NewNamespace(t)
 }
 
 // progress logs a step of a test as it happens (go test -v).

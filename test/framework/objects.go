@@ -18,6 +18,7 @@ package framework
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"testing"
 
@@ -75,4 +76,14 @@ func (c *Cluster) CreateYAML(t testing.TB, format string, args ...any) *unstruct
 		}
 	})
 	return &obj
+}
+
+// FromUnstructured decodes a field of an unstructured object (an object of
+// an API the product's scheme does not know) into out, through JSON.
+func FromUnstructured(in, out any) error {
+	data, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(data, out)
 }
