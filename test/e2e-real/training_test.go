@@ -83,7 +83,8 @@ func createTrainJob(t *testing.T, ns, name string, j trainJob) {
 		name, ns, j.Labels, j.Runtime, j.RuntimeKind, j.Spec, dev.TrainImage, j.Command, j.Trainer)
 }
 
-// complete waits up to runLong for the TrainJob to be Complete.
+// complete waits up to runLong for the TrainJob to be Complete, and fails
+// the test at once if it fails.
 func complete(t *testing.T, ns, name string) *trainer.TrainJob {
 	t.Helper()
 	var tj *trainer.TrainJob
@@ -93,7 +94,7 @@ func complete(t *testing.T, ns, name string) *trainer.TrainJob {
 		}
 		for _, c := range tj.Status.Conditions {
 			if c.Type == trainer.TrainJobFailed && c.Status == metav1.ConditionTrue {
-				return fmt.Errorf("failed: %s: %s", c.Reason, c.Message)
+				t.Fatalf("TrainJob %s failed: %s: %s", name, c.Reason, c.Message)
 			}
 			if c.Type == trainer.TrainJobComplete && c.Status == metav1.ConditionTrue {
 				return nil
