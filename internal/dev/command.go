@@ -72,8 +72,10 @@ With --real (make dev REAL=1), a real node joins the cluster: a kubelet
 built from the control plane's k8s.io/kubernetes, containerd and runc, Pods
 on a bridge of this machine (CNI), and CoreDNS answering cluster names,
 all as root; built into bin/ by 'make real-node'. Only Pods that select the
-label and tolerate the taint trainjob-operator.dev/node=real run there. See
-docs/real-node.md.
+label and tolerate the taint trainjob-operator.dev/node=real run there, and
+every Pod of an image built here (localhost/trainjob-operator/...) is sent
+there. run also builds the training image if needed, loads it, and applies
+config/samples/real: a real torchrun job. See docs/real-node.md.
 
 The kubeconfig is written to .dev/kubeconfig.`,
 		SilenceUsage:  true,
