@@ -928,6 +928,20 @@ func routeRealImages(ctx context.Context, cl client.Client) error {
 			return fmt.Errorf("creating %T %s: %w", obj, obj.GetName(), err)
 		}
 	}
+	// The API server takes up a new policy a moment later: until it does,
+	// such a Pod would land on a simulated node. A dry run shows when.
+	probe := func() bool {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{GenerateName: "trainjob-dev-probe-", Namespace: metav1.NamespaceDefault},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "probe", Image: PauseImage}}},
+		}
+		return cl.Create(ctx, pod, client.DryRunAll) == nil && pod.Spec.NodeSelector[RealNodeLabel] == RealNodeValue
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		return probe(), nil
+	}); err != nil {
+		return fmt.Errorf("the MutatingAdmissionPolicy %s does not send Pods to the real node: %w", realImagesPolicy, err)
+	}
 	return nil
 }
 
