@@ -296,7 +296,7 @@ func TestFieldsOfOursSurviveAdmission(t *testing.T) {
 }
 
 // A higher-priority TrainJob preempts a lower one: the lower is suspended,
-// its Pods are gone and its deadline paused. Its ClusterQueue has two
+// its deadline paused and its Pods replaced. Its ClusterQueue has two
 // flavors, the reserved nodes first and one node of the rest second, and
 // preempts rather than try the next flavor: the high TrainJob takes the
 // reserved flavor from the low one, which Kueue then admits again on the
@@ -369,8 +369,10 @@ spec:
 	})
 	progress(t, "low runs on the reserved flavor")
 
-	// Kueue may admit the preempted TrainJob again at once: a watch sees
-	// the suspension, however short.
+	// Kueue preempts by suspending the TrainJob, and may admit it again
+	// at once on the other flavor, even before its Pods are gone: then
+	// Suspended=True (no Pod left) never comes. A watch sees the
+	// suspension, however short.
 	var mu sync.Mutex
 	var suspendedAt time.Time
 	var pausedWhileSuspended bool
@@ -378,7 +380,7 @@ spec:
 	t.Cleanup(cancel)
 	err := utiltesting.Watch(ctx, cluster.Client, ns, func() client.ObjectList { return &trainer.TrainJobList{} }, func(ev utiltesting.Event) {
 		tj, ok := ev.Object.(*trainer.TrainJob)
-		if !ok || tj.Name != "low" || !meta.IsStatusConditionTrue(tj.Status.Conditions, trainer.TrainJobSuspended) {
+		if !ok || tj.Name != "low" || !ptr.Deref(tj.Spec.Suspend, false) {
 			return
 		}
 		mu.Lock()
@@ -393,11 +395,11 @@ spec:
 	}
 
 	cluster.Create(t, trainJob("high", "high", "15s"))
-	cluster.Eventually(t, "low to be preempted: Suspended", func() error {
+	cluster.Eventually(t, "low to be preempted: suspended by Kueue", func() error {
 		mu.Lock()
 		defer mu.Unlock()
 		if suspendedAt.IsZero() {
-			return fmt.Errorf("not seen Suspended yet")
+			return fmt.Errorf("not seen suspended yet")
 		}
 		return nil
 	})
