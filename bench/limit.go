@@ -74,13 +74,6 @@ func (b *bench) limit(ctx context.Context) (any, error) {
 	for i := range jobs {
 		jobs[i] = batchJob(fmt.Sprintf("job-%05d", i), ns, "1h", nil)
 	}
-	service := func(job client.Object) *corev1.Service {
-		return &corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Name: job.GetName(), Namespace: ns},
-			Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, PublishNotReadyAddresses: true,
-				Selector: map[string]string{batchv1.JobNameLabel: job.GetName()}},
-		}
-	}
 	res := limitResult{N: n, QPS: b.qps, Burst: b.burst, Workers: b.trainJobWorkers}
 
 	start := time.Now()
@@ -88,7 +81,7 @@ func (b *bench) limit(ctx context.Context) (any, error) {
 		if err := cl.Create(ctx, o); err != nil {
 			return err
 		}
-		return cl.Create(ctx, service(o))
+		return cl.Create(ctx, headlessService(o))
 	})
 	if err != nil {
 		return nil, err
@@ -100,7 +93,7 @@ func (b *bench) limit(ctx context.Context) (any, error) {
 		if err := cl.Delete(ctx, o, client.PropagationPolicy(metav1.DeletePropagationForeground)); err != nil {
 			return err
 		}
-		return cl.Delete(ctx, service(o))
+		return cl.Delete(ctx, headlessService(o))
 	})
 	if err != nil {
 		return nil, err
@@ -117,4 +110,14 @@ func (b *bench) limit(ctx context.Context) (any, error) {
 	fmt.Fprintf(b.out, "\nThe API server's limit for a bare client (QPS %v / burst %d, %d at once): creates %.1f objects/s (a Job and a Service each), deletes %.1f objects/s until gone\n\n",
 		b.qps, b.burst, b.trainJobWorkers, res.CreateRate, res.DeleteRate)
 	return res, nil
+}
+
+// headlessService is the headless Service of a batch Job's Pods, as the
+// controllers make one for each TrainJob's.
+func headlessService(job client.Object) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: job.GetName(), Namespace: job.GetNamespace()},
+		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, PublishNotReadyAddresses: true,
+			Selector: map[string]string{batchv1.JobNameLabel: job.GetName()}},
+	}
 }

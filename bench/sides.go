@@ -118,7 +118,9 @@ func benchTrainJob(name, ns, runtime string, nodes int32, run string) *utiltesti
 func trainJobOf(p *corev1.Pod) string { return p.Labels[trainer.JobSetNameLabel] }
 
 // table prints the header of a table of the sides and returns the function
-// that prints a row: each side's value, then ours over each other's.
+// that prints a row: each side's value, then ours over each other's. A side
+// without a value for the row (a figure it does not have) gets a dash, and
+// so does its ratio.
 func (b *bench) table(sides []string) func(name string, format func(float64) string, vals map[string]float64) {
 	fmt.Fprintf(b.out, "%-40s", "")
 	for _, s := range sides {
@@ -131,11 +133,19 @@ func (b *bench) table(sides []string) func(name string, format func(float64) str
 	return func(name string, format func(float64) string, vals map[string]float64) {
 		fmt.Fprintf(b.out, "%-40s", name)
 		for _, s := range sides {
-			fmt.Fprintf(b.out, " %-24s", format(vals[s]))
+			cell := "-"
+			if v, ok := vals[s]; ok {
+				cell = format(v)
+			}
+			fmt.Fprintf(b.out, " %-24s", cell)
 		}
 		if sides[0] == ours {
 			for _, s := range sides[1:] {
-				fmt.Fprintf(b.out, " %-12.2f", ratio(vals[ours], vals[s]))
+				cell := "-"
+				if v, ok := vals[s]; ok {
+					cell = fmt.Sprintf("%.2f", ratio(vals[ours], v))
+				}
+				fmt.Fprintf(b.out, " %-12s", cell)
 			}
 		}
 		fmt.Fprintln(b.out)

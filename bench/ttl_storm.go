@@ -375,18 +375,14 @@ func (b *bench) ttlSide(ctx context.Context, side string, n int, ttl int32) (ttl
 			objs[i] = benchTrainJob(fmt.Sprintf("tj-%05d", i), namespaces[i/perNamespace], b.c.runtime, 1, b1Running).TTL(ttl).Obj()
 		}
 	case kubeflow:
-		runtime, err := b.jobSetTTLRuntime(ctx, ttl)
+		runtime, remove, err := b.jobSetTTLRuntime(ctx, ttl)
 		if err != nil {
 			return ttlSide{}, err
 		}
-		defer func() {
-			if err := b.cl.Delete(context.WithoutCancel(ctx), runtime); err != nil {
-				b.logf("  deleting the runtime %s: %v", runtime.GetName(), err)
-			}
-		}()
+		defer remove()
 		tr, list = newTracker(jobSetFinish, jobSetRunning), jobSetList
 		for i := range objs {
-			objs[i] = benchTrainJob(fmt.Sprintf("tj-%05d", i), namespaces[i/perNamespace], runtime.GetName(), 1, b1Running).Obj()
+			objs[i] = benchTrainJob(fmt.Sprintf("tj-%05d", i), namespaces[i/perNamespace], runtime, 1, b1Running).Obj()
 		}
 	default:
 		tr, list = newTracker(jobFinish, jobRunning), func() client.ObjectList { return &batchv1.JobList{} }
@@ -460,25 +456,42 @@ func (b *bench) ttlSide(ctx context.Context, side string, n int, ttl int32) (ttl
 
 // jobSetTTLRuntime makes a copy of the bench's runtime, Kubeflow's, whose
 // JobSet template has ttlSecondsAfterFinished: what a Kubeflow Trainer user
-// sets today for finished TrainJobs to free their resources.
-func (b *bench) jobSetTTLRuntime(ctx context.Context, ttl int32) (client.Object, error) {
+// sets today for finished TrainJobs to free their resources. It returns the
+// copy's name and what removes it.
+func (b *bench) jobSetTTLRuntime(ctx context.Context, ttl int32) (string, func(), error) {
+	return b.derivedRuntime(ctx, "jobset-ttl", func(spec map[string]any) error {
+		return unstructured.SetNestedField(spec, int64(ttl), "template", "spec", "ttlSecondsAfterFinished")
+	})
+}
+
+// derivedRuntime creates bench-<runtime>-<suffix>, a ClusterTrainingRuntime
+// whose spec is the bench's runtime's as the cluster has it (this
+// project's, or Kubeflow's on the Kubeflow side) changed by edit, so that
+// both sides run the same change on their own runtime. It returns the
+// copy's name and what removes it.
+func (b *bench) derivedRuntime(ctx context.Context, suffix string, edit func(spec map[string]any) error) (string, func(), error) {
 	rt := &unstructured.Unstructured{}
 	rt.SetGroupVersionKind(trainer.GroupVersion.WithKind(trainer.ClusterTrainingRuntimeKind))
 	if err := b.cl.Get(ctx, client.ObjectKey{Name: b.c.runtime}, rt); err != nil {
-		return nil, fmt.Errorf("reading Kubeflow's runtime %s: %w", b.c.runtime, err)
+		return "", nil, fmt.Errorf("reading the runtime %s: %w", b.c.runtime, err)
 	}
 	spec, _, _ := unstructured.NestedMap(rt.Object, "spec")
-	if err := unstructured.SetNestedField(spec, int64(ttl), "template", "spec", "ttlSecondsAfterFinished"); err != nil {
-		return nil, err
+	if err := edit(spec); err != nil {
+		return "", nil, fmt.Errorf("editing the runtime %s: %w", b.c.runtime, err)
 	}
 	out := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
 	out.SetGroupVersionKind(rt.GroupVersionKind())
-	out.SetName("bench-" + b.c.runtime + "-jobset-ttl")
+	out.SetName("bench-" + b.c.runtime + "-" + suffix)
 	out.SetLabels(rt.GetLabels())
 	if err := b.cl.Create(ctx, out); err != nil {
-		return nil, fmt.Errorf("creating the runtime %s: %w", out.GetName(), err)
+		return "", nil, fmt.Errorf("creating the runtime %s: %w", out.GetName(), err)
 	}
-	return out, nil
+	remove := func() {
+		if err := b.cl.Delete(context.Background(), out); err != nil {
+			b.logf("  deleting the runtime %s: %v", out.GetName(), err)
+		}
+	}
+	return out.GetName(), remove, nil
 }
 
 // jobSetList lists JobSets, which the bench's scheme does not know.
