@@ -447,5 +447,40 @@ func cpuShares(m map[string]float64) string {
 	return strings.Join(parts, ", ")
 }
 
+// controllerProcesses are, by side, the processes of clusterCPU that are
+// the side's own controllers; the kcm side has none of its own: it runs on
+// kube-controller-manager, which every side runs.
+var controllerProcesses = map[string][]string{ours: {"manager"}, kubeflow: {"kubeflow-trainer", "jobset"}}
+
+// cpuParts are the processes whose CPU seconds putCPU puts, by the name of
+// their figure: the side's controllers, kube-controller-manager and the API
+// server.
+var cpuParts = []struct{ figure, process string }{{"controller", ""}, {"kcm", kcm}, {"API server", "kube-apiserver"}}
+
+// putCPU puts into f the CPU seconds of a side's processes (clusterCPU's,
+// or a share of them) as figures named "<what>, <part>".
+func putCPU(f figures, what, side string, cpu map[string]float64) {
+	for _, p := range cpuParts {
+		if p.process != "" {
+			f.put(what+", "+p.figure, side, cpu[p.process])
+			continue
+		}
+		if procs, ok := controllerProcesses[side]; ok {
+			total := 0.0
+			for _, name := range procs {
+				total += cpu[name]
+			}
+			f.put(what+", "+p.figure, side, total)
+		}
+	}
+}
+
+// cpuRows prints the rows of the figures putCPU put.
+func cpuRows(row func(string, func(float64) string, map[string]float64), f figures, what string) {
+	for _, p := range cpuParts {
+		row(what+", "+p.figure, func(v float64) string { return fmt.Sprintf("%.2f", v) }, f[what+", "+p.figure])
+	}
+}
+
 // clockTicks is USER_HZ, the unit of /proc/<pid>/stat times, 100 on Linux.
 const clockTicks = 100

@@ -256,3 +256,102 @@ func trainJobComplete(o client.Object) bool {
 	c := o.(*trainer.TrainJob).FinishedCondition()
 	return c != nil && c.Type == trainer.TrainJobComplete
 }
+
+// sized is the figures of the sides of a sized scenario at one size.
+type sized[S any] struct {
+	N      int                `json:"n"`
+	Sides  []S                `json:"sides"`
+	Ratios map[string]float64 `json:"ratios"`
+}
+
+// sizedScenario is a sided scenario on every side, run at each of sizes in
+// turn by run: a side's result is its figures at each size. Its report
+// calls table for each size with the figures of the sides measured, in
+// table order, for it to print and to return by name, and then result with
+// every size's, for the scenario's results.
+func sizedScenario[S any](name string, sizes []int, run func(ctx context.Context, side string, n int) (S, error),
+	table func(n int, sides []string, at []S) figures, result func([]sized[S]) any) sidedScenario {
+	return sidedScenario{
+		name:  name,
+		sides: []string{ours, them, kubeflow},
+		side: func(ctx context.Context, side string) (any, error) {
+			var out []S
+			for _, n := range sizes {
+				s, err := run(ctx, side, n)
+				if err != nil {
+					return nil, fmt.Errorf("size %d: %w", n, err)
+				}
+				out = append(out, s)
+			}
+			return out, nil
+		},
+		report: func(results map[string]any) (any, error) {
+			all, sides := measured[[]S](results)
+			if len(sides) == 0 {
+				return nil, fmt.Errorf("no side measured")
+			}
+			var out []sized[S]
+			for i, n := range sizes {
+				at := make([]S, len(all))
+				for j := range all {
+					at[j] = all[j][i]
+				}
+				out = append(out, sized[S]{N: n, Sides: at, Ratios: ratios(sides, table(n, sides, at))})
+			}
+			return result(out), nil
+		},
+	}
+}
+
+// kubeflowWorkers says, in a table's heading, that Kubeflow Trainer
+// reconciles TrainJobs one at a time, when the table has its side.
+func kubeflowWorkers(sides []string) string {
+	if !slices.Contains(sides, kubeflow) {
+		return ""
+	}
+	return "; Kubeflow Trainer v2.3 reconciles TrainJobs with one worker"
+}
+
+// usage is what the cluster did up to a moment: the API server's writes
+// (apiServerWrites) and its processes' CPU seconds (clusterCPU).
+type usage struct {
+	writes, cpu map[string]float64
+}
+
+// usage reads the cluster's usage so far.
+func (b *bench) usage(ctx context.Context) (usage, error) {
+	writes, err := b.apiServerWrites(ctx)
+	if err != nil {
+		return usage{}, err
+	}
+	return usage{writes: writes, cpu: b.clusterCPU()}, nil
+}
+
+// usageFigures are a side's share of what the cluster did: its writes, by
+// resource and in all, from every client but the bench's own requests, and
+// its processes' CPU seconds, by name.
+type usageFigures struct {
+	Writes      map[string]float64 `json:"clusterWrites"`
+	WritesTotal float64            `json:"clusterWritesTotal"`
+	CPU         map[string]float64 `json:"cpuSeconds"`
+}
+
+// share is u split over n (objects, restarts), the bench's own writes (mine
+// of resource each) taken off.
+func (u usage) share(n int, resource string, mine float64) usageFigures {
+	f := usageFigures{Writes: perObject(u.writes, resource, n, mine), CPU: map[string]float64{}}
+	f.WritesTotal = sum(f.Writes)
+	for name, v := range u.cpu {
+		f.CPU[name] = v / float64(n)
+	}
+	return f
+}
+
+// usageSince is what the cluster did since before.
+func (b *bench) usageSince(ctx context.Context, before usage) (usage, error) {
+	after, err := b.usage(ctx)
+	if err != nil {
+		return usage{}, err
+	}
+	return usage{writes: delta(before.writes, after.writes), cpu: delta(before.cpu, after.cpu)}, nil
+}
