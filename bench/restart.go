@@ -80,12 +80,10 @@ type restartSide struct {
 	Usage usageFigures `json:"perRestart"`
 }
 
-type restartResult struct {
-	Restarts    int                  `json:"restarts"`
-	MaxRestarts int                  `json:"maxRestarts"`
-	QPS         float64              `json:"qps"`
-	Burst       int                  `json:"burst"`
-	Sizes       []sized[restartSide] `json:"sizes"`
+// restartParams are the restart scenario's parameters.
+type restartParams struct {
+	Restarts    int `json:"restarts"`
+	MaxRestarts int `json:"maxRestarts"`
 }
 
 // restartScenario is one TrainJob of N nodes, one Pod each, on a runtime
@@ -99,9 +97,8 @@ type restartResult struct {
 // reacting to the failed Pod rather than to the Job's failure: the bound of
 // what the controllers do on this cluster.
 func (b *bench) restartScenario() sidedScenario {
-	return sizedScenario("restart", b.c.restartNodes, b.restartSide, b.restartTable, func(sizes []sized[restartSide]) any {
-		return restartResult{Restarts: b.c.restartCount, MaxRestarts: restartMaxRestarts, QPS: b.qps, Burst: b.burst, Sizes: sizes}
-	})
+	return sizedScenario(b, "restart", b.c.restartNodes, restartParams{Restarts: b.c.restartCount, MaxRestarts: restartMaxRestarts},
+		b.restartSide, b.restartTable)
 }
 
 // restartAttempt is what the bench saw of one restart attempt's Pods.

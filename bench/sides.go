@@ -264,13 +264,22 @@ type sized[S any] struct {
 	Ratios map[string]float64 `json:"ratios"`
 }
 
-// sizedScenario is a sided scenario on every side, run at each of sizes in
-// turn by run: a side's result is its figures at each size. Its report
-// calls table for each size with the figures of the sides measured, in
-// table order, for it to print and to return by name, and then result with
-// every size's, for the scenario's results.
-func sizedScenario[S any](name string, sizes []int, run func(ctx context.Context, side string, n int) (S, error),
-	table func(n int, sides []string, at []S) figures, result func([]sized[S]) any) sidedScenario {
+// sizedResult is the results of a sized scenario: its parameters, the
+// client QPS and burst of every controller, and its figures at each size.
+type sizedResult[S any] struct {
+	Params any        `json:"params"`
+	QPS    float64    `json:"qps"`
+	Burst  int        `json:"burst"`
+	Sizes  []sized[S] `json:"sizes"`
+}
+
+// sizedScenario is a sided scenario of b on every side, run at each of
+// sizes in turn by run: a side's result is its figures at each size. Its
+// report calls table for each size with the figures of the sides measured,
+// in table order, for it to print and to return by name; its results are a
+// sizedResult with params.
+func sizedScenario[S any](b *bench, name string, sizes []int, params any, run func(ctx context.Context, side string, n int) (S, error),
+	table func(n int, sides []string, at []S) figures) sidedScenario {
 	return sidedScenario{
 		name:  name,
 		sides: []string{ours, them, kubeflow},
@@ -290,15 +299,15 @@ func sizedScenario[S any](name string, sizes []int, run func(ctx context.Context
 			if len(sides) == 0 {
 				return nil, fmt.Errorf("no side measured")
 			}
-			var out []sized[S]
+			res := sizedResult[S]{Params: params, QPS: b.qps, Burst: b.burst}
 			for i, n := range sizes {
 				at := make([]S, len(all))
 				for j := range all {
 					at[j] = all[j][i]
 				}
-				out = append(out, sized[S]{N: n, Sides: at, Ratios: ratios(sides, table(n, sides, at))})
+				res.Sizes = append(res.Sizes, sized[S]{N: n, Sides: at, Ratios: ratios(sides, table(n, sides, at))})
 			}
-			return result(out), nil
+			return res, nil
 		},
 	}
 }
