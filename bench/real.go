@@ -42,6 +42,10 @@ assert t.item() == sum(range(dist.get_world_size())), t
 dist.destroy_process_group()
 `
 
+// realNodes is how many nodes the real scenario's TrainJob has, each a
+// Pod.
+const realNodes = 2
+
 // kwokImage is the image of the kwok runs: torch-distributed's own, which
 // no simulated node pulls, and which the dev cluster does not send to the
 // real node.
@@ -147,7 +151,7 @@ func (b *bench) realRuns(ctx context.Context, node, image string, runFor time.Du
 				n++
 			}
 		}
-		if _, seen := running[tj]; !seen && n == 2 {
+		if _, seen := running[tj]; !seen && n == realNodes {
 			running[tj] = e.At
 		}
 	}); err != nil {
@@ -173,7 +177,7 @@ func (b *bench) realRuns(ctx context.Context, node, image string, runFor time.Du
 				Trainer: &trainer.Trainer{
 					Image:          ptr.To(image),
 					Command:        []string{"torchrun", "--no_python", "python3", "-c", realProgram},
-					NumNodes:       ptr.To[int32](2),
+					NumNodes:       ptr.To[int32](realNodes),
 					NumProcPerNode: ptr.To[int32](2),
 				},
 			},
@@ -216,7 +220,7 @@ func (b *bench) realReport(results map[string]any) (any, error) {
 		return nil, fmt.Errorf("no side measured")
 	}
 	real, kwok := res.Nodes[0], res.Nodes[1]
-	fmt.Fprintf(b.out, "\nReal node: the torch TrainJob (torch-distributed, 2 nodes x 2 processes, an all-reduce), %d times one after another on each; the simulated Pods run as long as the real ones did (p50)\n", real.N)
+	fmt.Fprintf(b.out, "\nReal node: the torch TrainJob (torch-distributed, %d nodes x 2 processes, an all-reduce), %d times one after another on each; the simulated Pods run as long as the real ones did (p50)\n", realNodes, real.N)
 	fmt.Fprintf(b.out, "%-36s %-14s %-14s %-14s\n", "", "real node", "kwok", "real − kwok")
 	row := func(name string, r, k float64) {
 		fmt.Fprintf(b.out, "%-36s %-14s %-14s %-14s\n", name, secs(r), secs(k), secs(r-k))

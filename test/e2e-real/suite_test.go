@@ -71,15 +71,6 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	// The training image: built once, then taken from the cache.
-	start := time.Now()
-	trainArchive, err := dev.BuildTrainImage(context.Background(), dev.Options{Root: repoRoot}, os.Stderr)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	fmt.Fprintf(os.Stderr, "training image %s in %s\n", trainArchive, time.Since(start).Round(time.Millisecond))
-
 	devOpts = dev.Options{
 		Root:    repoRoot,
 		WorkDir: filepath.Join(repoRoot, ".dev-e2e-real"),
@@ -89,6 +80,14 @@ func run(m *testing.M) int {
 		Real:    true,
 		Kueue:   true,
 	}
+	// The training image: built once, then taken from the cache.
+	start := time.Now()
+	trainArchive, err := dev.BuildTrainImage(context.Background(), devOpts, os.Stderr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Fprintf(os.Stderr, "training image %s in %s\n", trainArchive, time.Since(start).Round(time.Millisecond))
 	code := dev.RunTests(m, devOpts, func(cl client.WithWatch) {
 		cluster = framework.DevCluster(devOpts, cl)
 		cluster.NamespacePrefix = "e2e-real-"
