@@ -39,39 +39,58 @@ import (
 // second makes them one, as kube-controller-manager's Job controller does
 // with the Pod events of a Job (syncJobBatchPeriod, also one second).
 // Changes that wait already do not push the reconcile further back.
+//
+// Two changes do not wait: a Job's failure verdict (FailureTarget or
+// Failed appearing) and a Job gone. A restart waits on each of them in
+// turn, with the whole allocation idle; each comes once in a Job's life.
 const childBatchPeriod = time.Second
 
 // enqueueOwnerBatched enqueues the TrainJob that controls a child object,
 // and the TrainJob it is labelled for if that is another, period after the
-// object's change. A Job labelled for a TrainJob it does not belong to (an
-// earlier TrainJob's, orphaned) may be what holds that TrainJob's child
-// name: its deletion frees the name. On a priority queue, the changes seen
-// in the initial list and resyncs keep their low priority.
+// object's change, or at once for the changes a restart waits on. A Job
+// labelled for a TrainJob it does not belong to (an earlier TrainJob's,
+// orphaned) may be what holds that TrainJob's child name: its deletion
+// frees the name. On a priority queue, the changes seen in the initial
+// list and resyncs keep their low priority.
 func enqueueOwnerBatched(period time.Duration) handler.TypedEventHandler[*batchv1.Job, reconcile.Request] {
-	add := func(q workqueue.TypedRateLimitingInterface[reconcile.Request], jobs ...*batchv1.Job) {
+	add := func(q workqueue.TypedRateLimitingInterface[reconcile.Request], now bool, jobs ...*batchv1.Job) {
 		for _, job := range jobs {
 			if job == nil {
 				continue
 			}
 			for _, req := range requestsFor(job) {
-				q.AddAfter(req, period)
+				if now {
+					q.Add(req)
+				} else {
+					q.AddAfter(req, period)
+				}
 			}
 		}
 	}
 	return handler.TypedFuncs[*batchv1.Job, reconcile.Request]{
 		CreateFunc: func(_ context.Context, e event.TypedCreateEvent[*batchv1.Job], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			add(q, e.Object)
+			add(q, false, e.Object)
 		},
 		UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[*batchv1.Job], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			add(q, e.ObjectOld, e.ObjectNew)
+			add(q, failedNow(e.ObjectOld, e.ObjectNew), e.ObjectOld, e.ObjectNew)
 		},
 		DeleteFunc: func(_ context.Context, e event.TypedDeleteEvent[*batchv1.Job], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			add(q, e.Object)
+			add(q, true, e.Object)
 		},
 		GenericFunc: func(_ context.Context, e event.TypedGenericEvent[*batchv1.Job], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			add(q, e.Object)
+			add(q, false, e.Object)
 		},
 	}
+}
+
+// failedNow reports whether a Job's update brings its failure verdict.
+func failedNow(old, updated *batchv1.Job) bool {
+	if old == nil || updated == nil {
+		return false
+	}
+	was, _ := jobOutcome(old)
+	is, _ := jobOutcome(updated)
+	return is == failed && was != failed
 }
 
 // requestsFor are the requests of the TrainJob that controls o, if one

@@ -41,6 +41,14 @@ func TestDecide(t *testing.T) {
 	base := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").RuntimeRef(trainer.ClusterTrainingRuntimeKind, "torch-distributed")
 	pinned := trainer.JobStatus{Name: "worker", Replicas: 2}
 	waitingPinned := trainer.JobStatus{Name: "worker", Replicas: 2, Waiting: true}
+	// tj-worker-0 failed with BackoffLimitExceeded, tj-worker-1 runs.
+	worker0Failed := trainer.TrainJobStatus{
+		Conditions: []metav1.Condition{
+			cond(trainer.TrainJobFailed, "True", trainer.TrainJobJobFailedReason, "Job tj-worker-0 failed: BackoffLimitExceeded: Job has reached the specified backoff limit", now),
+		},
+		JobsStatus: []trainer.JobStatus{{Name: "worker", Replicas: 2, Failed: 1, FailedReplicas: []int32{0}}},
+		StartTime:  ptr.To(metav1.NewTime(earlier)),
+	}
 	created := base.Clone().StartTime(earlier).JobsStatus(pinned)
 	planOf := func(tj *trainer.TrainJob, spec *utiltesting.RuntimeSpecWrapper) *jobplan.Plan {
 		t.Helper()
@@ -183,13 +191,18 @@ func TestDecide(t *testing.T) {
 				childOfPlan(created.Obj(), twoWorkers, 1),
 			}},
 			wantFinished: true,
-			wantStatus: trainer.TrainJobStatus{
-				Conditions: []metav1.Condition{
-					cond(trainer.TrainJobFailed, "True", trainer.TrainJobJobFailedReason, "Job tj-worker-0 failed: BackoffLimitExceeded: Job has reached the specified backoff limit", now),
-				},
-				JobsStatus: []trainer.JobStatus{{Name: "worker", Replicas: 2, Failed: 1, FailedReplicas: []int32{0}}},
-				StartTime:  ptr.To(metav1.NewTime(earlier)),
-			},
+			wantStatus:   worker0Failed,
+		},
+		"a child with the Job controller's verdict, its Pods terminating: Failed at once": {
+			trainJob: created.Clone().Obj(),
+			observed: observed{children: []child{
+				with(childOfPlan(created.Obj(), twoWorkers, 0), func(w *utiltesting.JobWrapper) *utiltesting.JobWrapper {
+					return w.Active(2).FailureTarget("BackoffLimitExceeded", earlier)
+				}),
+				childOfPlan(created.Obj(), twoWorkers, 1),
+			}},
+			wantFinished: true,
+			wantStatus:   worker0Failed,
 		},
 		"a child gone without its outcome: Failed": {
 			trainJob: created.Clone().Obj(),

@@ -223,12 +223,18 @@ func decideSuspend(tj *trainer.TrainJob, children []child, earlier []*batchv1.Jo
 		}
 	}
 	for _, c := range children {
-		if o, _ := jobOutcome(c.job); o == running && c.job.DeletionTimestamp == nil && !suspendedWithoutPods(c.job) {
+		o, _ := jobOutcome(c.job)
+		switch {
+		case o == running && c.job.DeletionTimestamp == nil && !suspendedWithoutPods(c.job):
+			left++
+		case o == failed && hasPods(c.job):
+			// Failed by the Job controller's verdict, its Pods still
+			// terminating.
 			left++
 		}
 	}
 	for _, job := range earlier {
-		if job.Status.Active > 0 || ptr.Deref(job.Status.Terminating, 0) > 0 {
+		if hasPods(job) {
 			left++
 		}
 	}
@@ -274,7 +280,7 @@ func settleStart(tj *trainer.TrainJob, now metav1.Time) {
 // since (generation 1; 0 before the API server stored it), so no Pod was
 // ever created for it.
 func suspendedWithoutPods(job *batchv1.Job) bool {
-	if !ptr.Deref(job.Spec.Suspend, false) || job.Status.Active > 0 || ptr.Deref(job.Status.Terminating, 0) > 0 {
+	if !ptr.Deref(job.Spec.Suspend, false) || hasPods(job) {
 		return false
 	}
 	if job.Generation <= 1 {

@@ -313,3 +313,33 @@ func TestSuspendedDuringARestart(t *testing.T) {
 		t.Errorf("Jobs (-want +got):\n%s", diff)
 	}
 }
+
+// A Job with the Job controller's failure verdict (FailureTarget) may
+// still have Pods terminating: a suspended TrainJob is Suspended only once
+// they are gone too.
+func TestSuspendedWaitsForTheFailedJobsPods(t *testing.T) {
+	twoWorkers := utiltesting.MakeRuntimeSpec().ReplicatedJobs(utiltesting.MakeReplicatedJob("worker").Replicas(2).Obj())
+	tj := utiltesting.MakeTrainJob("tj", testNS).UID("uid-1").RuntimeRef(trainer.ClusterTrainingRuntimeKind, "torch-distributed").
+		StartTime(earlier).Suspend(true).JobsStatus(trainer.JobStatus{Name: "worker", Replicas: 2}).Obj()
+	children := func(failedPods int32) []child {
+		var cs []child
+		for i, job := range []*batchv1.Job{
+			utiltesting.WrapJob(childJob(t, tj, twoWorkers, 0)).Active(failedPods).FailureTarget("BackoffLimitExceeded", earlier).Obj(),
+			utiltesting.WrapJob(childJob(t, tj, twoWorkers, 1)).SuspendedByController(now).Obj(),
+		} {
+			c, ok := childOf(job)
+			if !ok {
+				t.Fatalf("child %d: no replicated Job or replica in its labels", i)
+			}
+			cs = append(cs, c)
+		}
+		return cs
+	}
+	for pods, want := range map[int32]metav1.ConditionStatus{1: metav1.ConditionFalse, 0: metav1.ConditionTrue} {
+		got := tj.DeepCopy()
+		decideSuspend(got, children(pods), nil, metav1.NewTime(now))
+		if c := meta.FindStatusCondition(got.Status.Conditions, trainer.TrainJobSuspended); c == nil || c.Status != want {
+			t.Errorf("with %d Pods of the failed Job left: Suspended = %+v, want %s", pods, c, want)
+		}
+	}
+}

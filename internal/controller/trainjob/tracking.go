@@ -31,6 +31,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -67,7 +68,12 @@ const (
 	failed
 )
 
-// jobOutcome reads a child Job's terminal condition.
+// jobOutcome reads a child Job's outcome from its conditions: succeeded
+// when Complete, failed when Failed or FailureTarget. FailureTarget is the
+// Job controller's verdict, final and with the reason and message Failed
+// will copy; Failed follows once the Job's Pods have terminated, seconds
+// later on a wide Job. A restart waits for the Pods anyway (the Job is
+// deleted in the foreground), so it need not wait twice.
 func jobOutcome(job *batchv1.Job) (outcome, *batchv1.JobCondition) {
 	for i := range job.Status.Conditions {
 		c := &job.Status.Conditions[i]
@@ -77,11 +83,16 @@ func jobOutcome(job *batchv1.Job) (outcome, *batchv1.JobCondition) {
 		switch c.Type {
 		case batchv1.JobComplete:
 			return succeeded, c
-		case batchv1.JobFailed:
+		case batchv1.JobFailed, batchv1.JobFailureTarget:
 			return failed, c
 		}
 	}
 	return running, nil
+}
+
+// hasPods reports whether a Job has Pods running or terminating.
+func hasPods(job *batchv1.Job) bool {
+	return job.Status.Active > 0 || ptr.Deref(job.Status.Terminating, 0) > 0
 }
 
 // childOf returns the replicated Job and replica of a child Job from its

@@ -480,6 +480,14 @@ func (w *JobWrapper) Failed(reason string, at time.Time) *JobWrapper {
 		Condition(batchv1.JobFailed, reason, "Job has reached the specified backoff limit", at)
 }
 
+// FailureTarget gives the Job the Job controller's failure verdict, as it
+// does before its Pods have terminated: Active and Ready are left as they
+// are.
+func (w *JobWrapper) FailureTarget(reason string, at time.Time) *JobWrapper {
+	w.Status.Failed = 1
+	return w.Condition(batchv1.JobFailureTarget, reason, "Job has reached the specified backoff limit", at)
+}
+
 // SuspendedByController marks the Job suspended with no Pod left, as the Job
 // controller does once it deleted the Pods of a suspended Job.
 func (w *JobWrapper) SuspendedByController(at time.Time) *JobWrapper {
