@@ -531,6 +531,41 @@ func TestFieldsOfOursSurviveKubeflowTypedUpdates(t *testing.T) {
 	}
 }
 
+// The status Kueue's MultiKueue mirrors onto the manager cluster's
+// TrainJob is a worker's copy's, written back through Kubeflow Trainer's
+// Go types: jobsStatus without the fields this project adds (replicas,
+// trainer, waiting, the recorded replicas). The schema takes it, as
+// Kubeflow's does.
+func TestStatusMirroredThroughKubeflowTypesIsAccepted(t *testing.T) {
+	ns := cluster.NewNamespace(t)
+	cluster.Create(t, utiltesting.MakeTrainJob("mirrored", ns).ManagedBy(lifecycle.MultiKueue).Obj())
+	var u unstructured.Unstructured
+	u.SetGroupVersionKind(trainer.GroupVersion.WithKind(trainer.TrainJobKind))
+	if err := cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "mirrored"}, &u); err != nil {
+		t.Fatal(err)
+	}
+	status := map[string]any{
+		"conditions": []any{map[string]any{
+			"type": "Complete", "status": "True", "reason": "AllJobsCompleted", "message": "done",
+			"lastTransitionTime": "2026-12-05T00:37:48Z", "observedGeneration": int64(3),
+		}},
+		"jobsStatus": []any{map[string]any{"name": "node", "ready": int64(0), "succeeded": int64(1), "failed": int64(0), "active": int64(0), "suspended": int64(0)}},
+	}
+	if err := unstructured.SetNestedField(u.Object, status, "status"); err != nil {
+		t.Fatal(err)
+	}
+	if err := cluster.Client.Status().Update(context.Background(), &u); err != nil {
+		t.Fatalf("the status as Kueue mirrors it: %v", err)
+	}
+	got, err := cluster.GetTrainJob(ns, "mirrored")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Status.JobsStatus) != 1 || got.Status.JobsStatus[0].Succeeded != 1 || got.FinishedCondition() == nil {
+		t.Errorf("status stored: %+v", got.Status)
+	}
+}
+
 // Each runtime patch records when it was last written, as under Kubeflow
 // v2.3: at creation, and whenever its content changes; an update that
 // leaves it as it was keeps the time, even one that sends it back without.

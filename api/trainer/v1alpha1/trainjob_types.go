@@ -502,8 +502,11 @@ type JobStatus struct {
 
 	// replicas is the number of child Jobs of the replicated Job. It is fixed
 	// when the TrainJob's Jobs are first created, so that later changes to
-	// the runtime do not change a TrainJob that runs already.
+	// the runtime do not change a TrainJob that runs already. Absent from
+	// a status written by a client of Kubeflow's types, which do not have
+	// it (Kueue's MultiKueue mirrors a worker's status so).
 	// +kubebuilder:validation:Minimum=0
+	// +optional
 	Replicas int32 `json:"replicas"`
 
 	// trainer is true for the trainer step.
@@ -518,19 +521,24 @@ type JobStatus struct {
 	Waiting bool `json:"waiting,omitempty"`
 
 	// ready is the number of child Jobs whose Pods are all ready or succeeded.
+	// +optional
 	Ready int32 `json:"ready"`
 
 	// succeeded is the number of child Jobs that succeeded.
+	// +optional
 	Succeeded int32 `json:"succeeded"`
 
 	// failed is the number of child Jobs that failed.
+	// +optional
 	Failed int32 `json:"failed"`
 
 	// active is the number of child Jobs with at least one running or
 	// pending Pod.
+	// +optional
 	Active int32 `json:"active"`
 
 	// suspended is the number of child Jobs that are suspended.
+	// +optional
 	Suspended int32 `json:"suspended"`
 
 	// succeededReplicas lists the replica indexes of the child Jobs whose
