@@ -50,10 +50,11 @@ type Expiry struct {
 
 // ExpiryOf returns when tj is to be deleted, or nil if it is not: the
 // TrainJob's own TTL if it finished and has one, else the retention policy.
-// A TrainJob being deleted already, or managed by another controller, has
-// none: it is never deleted here.
+// A TrainJob being deleted already, or managed by another controller than
+// this one or MultiKueue (DispatchedByMultiKueue), has none: it is never
+// deleted here.
 func ExpiryOf(tj *trainer.TrainJob, retention *configv1alpha1.TrainJobRetentionPolicy) *Expiry {
-	if tj.DeletionTimestamp != nil || ManagedElsewhere(tj) {
+	if tj.DeletionTimestamp != nil || (ManagedElsewhere(tj) && !DispatchedByMultiKueue(tj)) {
 		return nil
 	}
 	if e := TTLAfterFinished(tj); e != nil {

@@ -51,8 +51,14 @@ func TestExpiryOf(t *testing.T) {
 		"retention": {
 			trainJob: done.Clone().Obj(), wantAt: now.Add(time.Hour), wantPolicy: PolicyAfterFinished,
 		},
-		"managed by MultiKueue: never deleted here": {
-			trainJob: done.Clone().TTL(0).ManagedBy(MultiKueue).Obj(),
+		"dispatched by MultiKueue: its TTL holds on the manager cluster": {
+			trainJob: done.Clone().TTL(60).ManagedBy(MultiKueue).Obj(), wantAt: now.Add(time.Minute), wantPolicy: PolicyTTL,
+		},
+		"dispatched by MultiKueue: retention holds on the manager cluster": {
+			trainJob: done.Clone().ManagedBy(MultiKueue).Obj(), wantAt: now.Add(time.Hour), wantPolicy: PolicyAfterFinished,
+		},
+		"managed by another controller: never deleted here": {
+			trainJob: done.Clone().TTL(0).ManagedBy("example.com/other").Obj(),
 		},
 		"being deleted: no second deletion": {
 			trainJob: func() *trainer.TrainJob {

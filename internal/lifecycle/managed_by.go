@@ -33,6 +33,18 @@ func ManagedElsewhere(tj *trainer.TrainJob) bool {
 	return ptr.Deref(tj.Spec.ManagedBy, trainer.DefaultManagedBy) != trainer.DefaultManagedBy
 }
 
+// DispatchedByMultiKueue reports whether tj is, on Kueue's manager cluster,
+// a TrainJob that MultiKueue runs on a worker cluster, where this
+// controller runs its copy. Kueue keeps its status there, mirrored from
+// the copy's. Like any TrainJob managed elsewhere it is not run here (no
+// Jobs, no status, no deadline: the worker's controller enforces that on
+// the copy), but its own expiry holds here, ttlSecondsAfterFinished or the
+// cluster's retention, from the finish Kueue mirrored: deleting it is how
+// it is retired, and Kueue deletes the copy with it.
+func DispatchedByMultiKueue(tj *trainer.TrainJob) bool {
+	return ptr.Deref(tj.Spec.ManagedBy, "") == MultiKueue
+}
+
 // KnownManager reports whether a spec.managedBy names a controller known to
 // run TrainJobs: this one, or MultiKueue.
 func KnownManager(managedBy string) bool {

@@ -168,7 +168,13 @@ func TestReconcile(t *testing.T) {
 			}(),
 		},
 		"managed by another controller: left alone": {
-			live: done.Clone().TTL(0).ManagedBy("kueue.x-k8s.io/multikueue").Obj(),
+			live: done.Clone().TTL(0).ManagedBy("example.com/other").Obj(),
+		},
+		"dispatched by MultiKueue, finished on its worker: deleted at its TTL": {
+			live:        base.Clone().Condition(failed(now)).TTL(0).ManagedBy("kueue.x-k8s.io/multikueue").Obj(),
+			wantDeleted: true,
+			wantPolicy:  lifecycle.PolicyTTL,
+			wantEvents:  []string{"Normal Deleting Deleting the TrainJob: it finished (Failed, FailedJobs) at 2026-03-01T10:00:00Z and its ttlSecondsAfterFinished of 0s expired"},
 		},
 		"retention afterFinished for a Complete TrainJob": {
 			live:        done.Clone().Obj(),
