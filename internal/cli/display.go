@@ -30,9 +30,10 @@ import (
 )
 
 // state is a TrainJob's state in a word (lifecycle.State), with the reason
-// when it says more.
+// when it says more. A TrainJob MultiKueue dispatched has the state of its
+// copy on the worker cluster, whose status Kueue mirrors.
 func state(tj *trainer.TrainJob) string {
-	if lifecycle.ManagedElsewhere(tj) {
+	if lifecycle.ManagedElsewhere(tj) && !lifecycle.DispatchedByMultiKueue(tj) {
 		return "ManagedElsewhere"
 	}
 	if c := tj.FinishedCondition(); c != nil && c.Type == trainer.TrainJobFailed {

@@ -61,7 +61,7 @@ func TestTable(t *testing.T) {
 		AfterSuspended: &metav1.Duration{Duration: 24 * time.Hour},
 	}
 	var out bytes.Buffer
-	if err := printTable(&out, tjs, retention, false, now); err != nil {
+	if err := printTable(&out, tjs, retention, nil, false, now); err != nil {
 		t.Fatal(err)
 	}
 	want := `NAME        STATE                       NODES   PROGRESS   ETA   STARTED   DEADLINE IN   DELETED IN                     AGE

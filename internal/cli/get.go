@@ -27,6 +27,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/cli-runtime/pkg/printers"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -106,6 +107,9 @@ interrupted or --timeout passes.`,
 			case len(tjs) == 0:
 				_, err := fmt.Fprintf(g.out, "No TrainJobs %s.\n", s.where())
 				return err
+			}
+			if !g.allNamespaces {
+				t.clusters = workerClusters(ctx, cl, ns, tjs)
 			}
 			return t.print(tjs, g.now())
 		},
@@ -227,14 +231,17 @@ func listTrainJobs(ctx context.Context, cl client.Client, s scope) ([]trainer.Tr
 type table struct {
 	rows      rows
 	retention *configv1alpha1.TrainJobRetentionPolicy
+	// clusters are the worker clusters of TrainJobs MultiKueue dispatched
+	// (workerClusters), shown with their state.
+	clusters  map[types.UID]string
 	namespace bool // a NAMESPACE column first
 	wide      bool // the runtime, restarts and queue too
 	noHeaders bool
 	headed    bool
 }
 
-func printTable(out io.Writer, tjs []trainer.TrainJob, retention *configv1alpha1.TrainJobRetentionPolicy, withNamespace bool, now time.Time) error {
-	t := &table{rows: rows{out: out}, retention: retention, namespace: withNamespace}
+func printTable(out io.Writer, tjs []trainer.TrainJob, retention *configv1alpha1.TrainJobRetentionPolicy, clusters map[types.UID]string, withNamespace bool, now time.Time) error {
+	t := &table{rows: rows{out: out}, retention: retention, clusters: clusters, namespace: withNamespace}
 	return t.print(tjs, now)
 }
 
@@ -253,7 +260,7 @@ func (t *table) print(tjs []trainer.TrainJob, now time.Time) error {
 			queue = "-"
 		}
 		cells = append(cells, t.row(tj.Namespace,
-			[]string{tj.Name, state(tj), nodes(tj), progress(tj), eta(tj, now), agoOrDash(tj, now), deadlineIn(tj, now), deletedIn(tj, t.retention, now), ago(&tj.CreationTimestamp, now)},
+			[]string{tj.Name, stateOn(tj, t.clusters), nodes(tj), progress(tj), eta(tj, now), agoOrDash(tj, now), deadlineIn(tj, now), deletedIn(tj, t.retention, now), ago(&tj.CreationTimestamp, now)},
 			jobplan.KindOf(tj)+"/"+tj.Spec.RuntimeRef.Name, fmt.Sprint(tj.Status.Restarts), queue))
 	}
 	return t.rows.print(cells...)

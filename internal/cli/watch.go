@@ -102,11 +102,12 @@ func liveWatch(ctx context.Context, g *globals, cl client.Client, ns string, dem
 			}
 		}
 
+		clusters := workerClusters(ctx, cl, ns, tjs)
 		present := map[types.UID]bool{}
 		for i := range tjs {
 			tj := &tjs[i]
 			present[tj.UID] = true
-			cur := &seen{name: tj.Name, state: state(tj), running: running[tj.Name]}
+			cur := &seen{name: tj.Name, state: stateOn(tj, clusters), running: running[tj.Name]}
 			prev := known[tj.UID]
 			switch {
 			case prev == nil:
@@ -131,7 +132,7 @@ func liveWatch(ctx context.Context, g *globals, cl client.Client, ns string, dem
 		if len(tjs) > 0 && now.Sub(lastTable) >= tableEvery {
 			lastTable = now
 			fmt.Fprintln(g.out)
-			if err := printTable(g.out, tjs, retention, false, now); err != nil {
+			if err := printTable(g.out, tjs, retention, clusters, false, now); err != nil {
 				return err
 			}
 			fmt.Fprintln(g.out)
