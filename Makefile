@@ -27,6 +27,7 @@ GO_TEST_FLAGS ?= -count=1
 INTEGRATION_TIMEOUT ?= 20m
 E2E_TIMEOUT ?= 15m
 E2E_KUEUE_TIMEOUT ?= 15m
+E2E_MULTIKUEUE_TIMEOUT ?= 20m
 E2E_PROMETHEUS_TIMEOUT ?= 10m
 E2E_REAL_TIMEOUT ?= 30m
 # How much each fuzz target runs: briefly in make test, longer on demand
@@ -167,7 +168,12 @@ image: ## Build the manager's OCI image for PLATFORMS, without a container engin
 # KUEUE=1 (make dev KUEUE=1, make dev-up KUEUE=1) also runs Kueue beside the
 # manager, building it first if needed: see docs/kueue.md.
 KUEUE ?=
-DEV_KUEUE := $(if $(filter 1 true yes,$(KUEUE)),kueue)
+# MULTIKUEUE=1 also brings up two worker clusters, each with Kueue and the
+# manager, and runs Kueue here with MultiKueue dispatching to them (Kueue
+# built first if needed): see docs/multicluster.md.
+MULTIKUEUE ?=
+DEV_MULTIKUEUE := $(if $(filter 1 true yes,$(MULTIKUEUE)),multikueue)
+DEV_KUEUE := $(if $(filter 1 true yes,$(KUEUE))$(DEV_MULTIKUEUE),kueue)
 # COSCHEDULING=1 also runs the coscheduling scheduler of the Kubernetes
 # scheduler-plugins beside kube-scheduler, building it first if needed.
 COSCHEDULING ?=
@@ -181,14 +187,14 @@ DEV_PROMETHEUS := $(if $(filter 1 true yes,$(PROMETHEUS)),prometheus)
 # installing runc and building them first if needed: see docs/real-node.md.
 REAL ?=
 DEV_REAL := $(if $(filter 1 true yes,$(REAL)),real-node)
-DEV_FLAGS := $(if $(DEV_KUEUE),--kueue) $(if $(DEV_COSCHEDULER),--coscheduler) $(if $(DEV_PROMETHEUS),--prometheus) $(if $(DEV_REAL),--real)
+DEV_FLAGS := $(if $(DEV_KUEUE),--kueue) $(if $(DEV_MULTIKUEUE),--multikueue) $(if $(DEV_COSCHEDULER),--coscheduler) $(if $(DEV_PROMETHEUS),--prometheus) $(if $(DEV_REAL),--real)
 
 .PHONY: dev
-dev: tools build $(DEV_KUEUE) $(DEV_COSCHEDULER) $(DEV_PROMETHEUS) $(DEV_REAL) ## Run the product on a local control plane, apply the samples and show their lifecycles; Ctrl-C tears down (KUEUE=1: with Kueue; COSCHEDULING=1: with a gang scheduler; PROMETHEUS=1: with Prometheus; REAL=1: with a real node, as root).
+dev: tools build $(DEV_KUEUE) $(DEV_COSCHEDULER) $(DEV_PROMETHEUS) $(DEV_REAL) ## Run the product on a local control plane, apply the samples and show their lifecycles; Ctrl-C tears down (KUEUE=1: with Kueue; MULTIKUEUE=1: with two worker clusters and MultiKueue; COSCHEDULING=1: with a gang scheduler; PROMETHEUS=1: with Prometheus; REAL=1: with a real node, as root).
 	$(BIN)/trainjob-dev run $(DEV_FLAGS)
 
 .PHONY: dev-up
-dev-up: tools build $(DEV_KUEUE) $(DEV_COSCHEDULER) $(DEV_PROMETHEUS) $(DEV_REAL) ## Bring the local cluster and the manager up and leave them running (kubeconfig: .dev/kubeconfig; KUEUE=1: with Kueue; COSCHEDULING=1: with a gang scheduler; PROMETHEUS=1: with Prometheus; REAL=1: with a real node, as root).
+dev-up: tools build $(DEV_KUEUE) $(DEV_COSCHEDULER) $(DEV_PROMETHEUS) $(DEV_REAL) ## Bring the local cluster and the manager up and leave them running (kubeconfig: .dev/kubeconfig; KUEUE=1: with Kueue; MULTIKUEUE=1: with two worker clusters and MultiKueue; COSCHEDULING=1: with a gang scheduler; PROMETHEUS=1: with Prometheus; REAL=1: with a real node, as root).
 	$(BIN)/trainjob-dev up $(DEV_FLAGS)
 
 .PHONY: dev-down
@@ -199,7 +205,7 @@ dev-down: ## Stop the manager (and Kueue, the coscheduling scheduler, Prometheus
 ##@ Tests
 
 .PHONY: test
-test: tools vet test-unit test-fuzz test-integration test-e2e test-e2e-kueue test-e2e-prometheus test-faults-short test-e2e-real ## Run every test suite (builds the tools, and Kueue, Prometheus and the real node's tools, first if needed; the real node's suite needs root).
+test: tools vet test-unit test-fuzz test-integration test-e2e test-e2e-kueue test-e2e-multikueue test-e2e-prometheus test-faults-short test-e2e-real ## Run every test suite (builds the tools, and Kueue, Prometheus and the real node's tools, first if needed; the real node's suite needs root).
 
 .PHONY: test-unit
 test-unit: ## Run the unit tests, and those of the image builder (hack/tools/image).
@@ -227,6 +233,11 @@ test-e2e: tools build coscheduler ## Run the end-to-end tests on a local cluster
 .PHONY: test-e2e-kueue
 test-e2e-kueue: tools build kueue ## Run the end-to-end tests with Kueue (built first if needed) on a local cluster of their own.
 	go test $(GO_TEST_FLAGS) -v -timeout $(E2E_KUEUE_TIMEOUT) ./test/e2e-kueue/... 2>&1 | \
+		grep --line-buffered -vE '^=== (RUN|PAUSE|CONT)'
+
+.PHONY: test-e2e-multikueue
+test-e2e-multikueue: tools build kueue ## Run TrainJobs through Kueue's MultiKueue (built first if needed): a manager cluster and two worker clusters of their own, each with Kueue and the manager.
+	go test $(GO_TEST_FLAGS) -v -timeout $(E2E_MULTIKUEUE_TIMEOUT) ./test/e2e-multikueue/... 2>&1 | \
 		grep --line-buffered -vE '^=== (RUN|PAUSE|CONT)'
 
 .PHONY: test-e2e-prometheus

@@ -108,6 +108,13 @@ type Options struct {
 	// Configuration is the manager's configuration file. Defaults to
 	// DefaultConfiguration.
 	Configuration string
+	// MultiKueue also brings up the worker clusters MultiKueueWorkers, each
+	// with Kueue and the manager, and runs Kueue here (Kueue is implied)
+	// with MultiKueue dispatching to them (see multikueue.go).
+	MultiKueue bool
+	// WorkerLostTimeout is MultiKueue's workerLostTimeout;
+	// DefaultWorkerLostTimeout if zero.
+	WorkerLostTimeout time.Duration
 }
 
 func (o *Options) defaults() {
@@ -128,6 +135,12 @@ func (o *Options) defaults() {
 	}
 	if o.Configuration == "" {
 		o.Configuration = DefaultConfiguration
+	}
+	if o.MultiKueue {
+		o.Kueue = true
+		if o.WorkerLostTimeout == 0 {
+			o.WorkerLostTimeout = DefaultWorkerLostTimeout
+		}
 	}
 }
 
@@ -225,6 +238,11 @@ func Up(ctx context.Context, o Options) error {
 		return err
 	}
 	start := time.Now()
+	if o.MultiKueue {
+		if err := upWorkers(ctx, o); err != nil {
+			return err
+		}
+	}
 
 	if err := ensureKwokCluster(ctx, o); err != nil {
 		return err
@@ -283,6 +301,11 @@ func Up(ctx context.Context, o Options) error {
 			return err
 		}
 	}
+	if o.MultiKueue {
+		if err := ensureMultiKueue(ctx, cl, o); err != nil {
+			return err
+		}
+	}
 	if o.Coscheduler {
 		if err := EnsureCoscheduler(ctx, o); err != nil {
 			return err
@@ -312,7 +335,8 @@ func Up(ctx context.Context, o Options) error {
 // process or port behind.
 func Down(ctx context.Context, o Options) error {
 	o.defaults()
-	var errs []error
+	// The worker clusters of MultiKueue, if any: they live under WorkDir.
+	errs := []error{downWorkers(ctx, o)}
 	st, err := loadState(o)
 	if err != nil {
 		errs = append(errs, err)

@@ -25,6 +25,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -54,6 +55,13 @@ With --kueue (make dev KUEUE=1), Kueue runs beside the manager, built into
 bin/kueue by 'hack/build-tools.sh kueue', with its TrainJob integration on;
 run also applies config/samples/kueue: a ResourceFlavor, a ClusterQueue, a
 LocalQueue and TrainJobs queued in it. See docs/kueue.md.
+
+With --multikueue (make dev MULTIKUEUE=1), two worker clusters come up
+beside this one (the manager cluster), each a local cluster of its own
+with Kueue and the manager, under .dev/workers/; Kueue here runs with
+MultiKueue dispatching to them. run applies config/samples/multikueue:
+TrainJobs queued here that run on a worker, with their status mirrored
+back; the live view shows each one's cluster. See docs/multicluster.md.
 
 With --coscheduler (make dev COSCHEDULING=1), the coscheduling scheduler of
 the Kubernetes scheduler-plugins runs beside kube-scheduler, built into
@@ -90,6 +98,7 @@ The kubeconfig is written to .dev/kubeconfig.`,
 	f.BoolVar(&o.Kueue, "kueue", false, "Also run Kueue (bin/kueue) with its TrainJob integration, and apply config/samples/kueue")
 	f.BoolVar(&o.Prometheus, "prometheus", false, "Also run Prometheus (bin/prometheus), scraping the manager and kube-apiserver, with the chart's alerts")
 	f.BoolVar(&o.Real, "real", false, "Also run a real node (kubelet, containerd, CNI, CoreDNS; bin/ from 'make real-node') for Pods that select and tolerate "+RealNodeLabel+"="+RealNodeValue+"; needs root")
+	f.BoolVar(&o.MultiKueue, "multikueue", false, "Also bring up the worker clusters "+strings.Join(MultiKueueWorkers, " and ")+" (each with Kueue and the manager) and run Kueue with MultiKueue dispatching to them, and apply config/samples/multikueue")
 	f.BoolVar(&o.Coscheduler, "coscheduler", false, "Also run the coscheduling scheduler (bin/coscheduler) with the PodGroup CRD, and apply config/samples/gang")
 
 	options := func() (Options, error) {
@@ -177,7 +186,10 @@ func runLive(parent context.Context, out io.Writer, o Options) (err error) {
 		return err
 	}
 	samples := []string{filepath.Join(o.Root, "config", "samples")}
-	if o.Kueue {
+	switch {
+	case o.MultiKueue:
+		samples = append(samples, filepath.Join(o.Root, "config", "samples", "multikueue"))
+	case o.Kueue:
 		samples = append(samples, filepath.Join(o.Root, "config", "samples", "kueue"))
 	}
 	if o.Coscheduler {
@@ -199,6 +211,11 @@ func runLive(parent context.Context, out io.Writer, o Options) (err error) {
 	fmt.Fprintf(out, "dev: watching; in another terminal: export KUBECONFIG=%s; bin/trainctl get; bin/trainctl describe NAME\n", o.Kubeconfig())
 	if o.Kueue {
 		fmt.Fprintf(out, "dev: Kueue's side: bin/kubectl get clusterqueues,localqueues,workloads -A (Kueue logs to %s)\n", o.KueueLog())
+	}
+	for _, name := range MultiKueueWorkers {
+		if w := o.Worker(name); o.MultiKueue {
+			fmt.Fprintf(out, "dev: worker cluster %s: KUBECONFIG=%s (its manager logs to %s, its Kueue to %s)\n", name, w.Kubeconfig(), w.ManagerLog(), w.KueueLog())
+		}
 	}
 	if o.Coscheduler {
 		fmt.Fprintf(out, "dev: the gangs: bin/kubectl get podgroups.scheduling.x-k8s.io -A (the coscheduling scheduler logs to %s)\n", o.CoschedulerLog())

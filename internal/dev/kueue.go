@@ -17,6 +17,7 @@ limitations under the License.
 package dev
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
@@ -158,6 +159,9 @@ func renderKueueConfiguration(o Options, st *state, certDir string) []byte {
 	if o.KueuePodsReadyTimeout > 0 {
 		config = fmt.Appendf(config, "waitForPodsReady:\n  timeout: %s\n  blockAdmission: false\n", o.KueuePodsReadyTimeout)
 	}
+	if o.MultiKueue {
+		config = fmt.Appendf(config, multiKueueConfiguration, MultiKueueGCInterval, o.WorkerLostTimeout)
+	}
 	return config
 }
 
@@ -185,13 +189,18 @@ func findKueueModules(ctx context.Context, o Options) (kueueModules, error) {
 }
 
 // ensureKueue installs the JobSet CRD and Kueue's CRDs, starts Kueue unless
-// it runs and is ready, and registers its webhooks.
+// it runs, is ready and has the configuration o asks for, and registers its
+// webhooks.
 func ensureKueue(ctx context.Context, cl client.Client, o Options, st *state) error {
 	mods, err := findKueueModules(ctx, o)
 	if err != nil {
 		return err
 	}
-	running := ours(o, "kueue", st.KueuePID) && ready(st.KueueHealthPort) == nil
+	configPath := filepath.Join(o.kueueDir(), "config.yaml")
+	certDir := filepath.Join(o.kueueDir(), "certs")
+	current, _ := os.ReadFile(configPath)
+	running := ours(o, "kueue", st.KueuePID) && ready(st.KueueHealthPort) == nil &&
+		bytes.Equal(current, renderKueueConfiguration(o, st, certDir))
 	if !running {
 		if ours(o, "kueue", st.KueuePID) {
 			if err := stopProcess(st.KueuePID); err != nil {
@@ -203,7 +212,6 @@ func ensureKueue(ctx context.Context, cl client.Client, o Options, st *state) er
 			return err
 		}
 	}
-	certDir := filepath.Join(o.kueueDir(), "certs")
 	caPEM, err := ensureKueueCerts(ctx, cl, certDir)
 	if err != nil {
 		return err
@@ -235,7 +243,6 @@ func ensureKueue(ctx context.Context, cl client.Client, o Options, st *state) er
 	if running {
 		step(o, "Kueue is running (pid %d)", st.KueuePID)
 	} else {
-		configPath := filepath.Join(o.kueueDir(), "config.yaml")
 		if err := os.WriteFile(configPath, renderKueueConfiguration(o, st, certDir), 0o644); err != nil {
 			return err
 		}

@@ -61,18 +61,22 @@ func RunTests(m interface{ Run() int }, o Options, ready func(client.WithWatch))
 		return 1
 	}
 	fmt.Fprintf(os.Stderr, "cluster %s ready in %s\n", o.Name, time.Since(start).Round(time.Millisecond))
-	cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig())
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	// The tests make many requests quickly; this is a test cluster.
-	cfg.QPS, cfg.Burst = 200, 400
-	cl, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme.Scheme})
+	cl, err := NewClient(o)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	ready(cl)
 	return m.Run()
+}
+
+// NewClient is a client of the cluster o brought up, with the product's
+// scheme, for tests and benchmarks: they make many requests quickly.
+func NewClient(o Options) (client.WithWatch, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig())
+	if err != nil {
+		return nil, err
+	}
+	cfg.QPS, cfg.Burst = 200, 400
+	return client.NewWithWatch(cfg, client.Options{Scheme: scheme.Scheme})
 }

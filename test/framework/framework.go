@@ -79,3 +79,13 @@ func DevCluster(o dev.Options, cl client.WithWatch) *Cluster {
 		Dump:          TrainJobDump(Log{Name: "manager", Path: o.ManagerLog()}),
 	}
 }
+
+// OpenDevCluster is DevCluster for a cluster internal/dev brought up with
+// o that the suite has no client of yet (a MultiKueue worker cluster).
+func OpenDevCluster(o dev.Options) (*Cluster, error) {
+	cl, err := dev.NewClient(o)
+	if err != nil {
+		return nil, err
+	}
+	return DevCluster(o, cl), nil
+}
