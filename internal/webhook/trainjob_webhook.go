@@ -24,10 +24,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -107,8 +109,42 @@ func (v *TrainJobValidator) SetupWithManager(mgr ctrl.Manager) error {
 // ValidateCreate checks a new TrainJob against its jobplan.
 func (v *TrainJobValidator) ValidateCreate(ctx context.Context, tj *trainer.TrainJob) (admission.Warnings, error) {
 	warnings := append(managedByWarnings(tj), ttlWarnings(nil, tj)...)
+	warnings = append(warnings, v.multiKueueWarnings(ctx, tj)...)
 	runtimeWarnings, errs := v.validateRuntime(ctx, tj)
 	return append(warnings, runtimeWarnings...), invalid(tj, errs)
+}
+
+// multiKueueWarnings warns about a TrainJob MultiKueue is to dispatch
+// (Kueue's webhook set its spec.managedBy before this one sees it) whose
+// Pods request no resources at all: Kueue v0.19 gives such a Workload no
+// flavor, and so none of its ClusterQueue's admission checks; it admits it
+// on this cluster, where nothing runs it, and never dispatches it. The
+// runtime is read as the controller would; when it cannot be, or the
+// TrainJob cannot be built on it, nothing is said.
+func (v *TrainJobValidator) multiKueueWarnings(ctx context.Context, tj *trainer.TrainJob) admission.Warnings {
+	if !lifecycle.DispatchedByMultiKueue(tj) {
+		return nil
+	}
+	rt, err := jobplan.Resolve(ctx, v.reader, tj)
+	if err != nil {
+		return nil
+	}
+	plan, err := jobplan.Build(tj, rt)
+	if err != nil || slices.ContainsFunc(plan.Jobs, requestsResources) {
+		return nil
+	}
+	return admission.Warnings{
+		"spec.trainer.resourcesPerNode: the TrainJob's Pods request no resources; Kueue v0.19 admits such a TrainJob without its ClusterQueue's admission checks, so MultiKueue never dispatches it and it runs nowhere: set resourcesPerNode to resources the ClusterQueue covers (see docs/multicluster.md)",
+	}
+}
+
+// requestsResources reports whether a container of the Job's Pods requests
+// a resource, or sets a limit (which requests as much by default).
+func requestsResources(job *batchv1.Job) bool {
+	spec := &job.Spec.Template.Spec
+	return slices.ContainsFunc(slices.Concat(spec.InitContainers, spec.Containers), func(c corev1.Container) bool {
+		return len(c.Resources.Requests) > 0 || len(c.Resources.Limits) > 0
+	})
 }
 
 // ValidateUpdate checks a changed TrainJob. What can be said of the change

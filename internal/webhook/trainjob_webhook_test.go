@@ -112,6 +112,14 @@ func TestValidateCreate(t *testing.T) {
 				Env("PET_NODE_RANK", "0").ManagedBy("kueue.x-k8s.io/multikueue").Obj(),
 			funcs: refuseJobs(jobInvalid("tj-node-0", field.Required(field.NewPath("spec", "completions"), ""))),
 		},
+		"dispatched by MultiKueue, its Pods requesting nothing: warning": {
+			trainJob:     utiltesting.MakeTrainJob("tj", "ns").ManagedBy("kueue.x-k8s.io/multikueue").Obj(),
+			wantWarnings: admission.Warnings{"spec.trainer.resourcesPerNode: the TrainJob's Pods request no resources; Kueue v0.19 admits such a TrainJob without its ClusterQueue's admission checks, so MultiKueue never dispatches it and it runs nowhere: set resourcesPerNode to resources the ClusterQueue covers (see docs/multicluster.md)"},
+		},
+		"dispatched by MultiKueue, a CPU per node: no warning": {
+			trainJob: utiltesting.MakeTrainJob("tj", "ns").ManagedBy("kueue.x-k8s.io/multikueue").
+				Resources(corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}).Obj(),
+		},
 		"managed by an unknown controller: warning": {
 			trainJob:     utiltesting.MakeTrainJob("tj", "ns").ManagedBy("trainer.kubeflow.org/trainjob-controler").Obj(),
 			wantWarnings: admission.Warnings{`spec.managedBy: "trainer.kubeflow.org/trainjob-controler" is neither trainer.kubeflow.org/trainjob-controller (trainjob-operator) nor kueue.x-k8s.io/multikueue (Kueue's MultiKueue): trainjob-operator will not run this TrainJob, and unless a controller of that name exists nothing will; managedBy cannot be changed later`},

@@ -18,6 +18,7 @@ package e2emultikueue
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -429,4 +430,49 @@ func TestWorkerLostMidRun(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// A Kueue v0.19 limitation: a TrainJob whose Pods request none of the
+// ClusterQueue's resources gets no flavor, so none of the ClusterQueue's
+// admission checks, MultiKueue's among them: Kueue admits it on the
+// manager cluster, where nothing runs it (it is MultiKueue's), and never
+// dispatches it. The webhook warns of it. The same TrainJob with a CPU per
+// node runs on a worker.
+func TestWithoutRequestsItIsNeverDispatched(t *testing.T) {
+	ns := newNamespace(t)
+	out := manager.ApplyYAML(t, ns, fmt.Sprintf(`
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata:
+  name: no-requests
+  labels: {%s: %s}
+spec:
+  runtimeRef: {name: torch-distributed}
+  trainer: {numNodes: 1}
+`, trainer.KueueQueueNameLabel, queueName))
+	if !strings.Contains(out, "request no resources") {
+		t.Errorf("kubectl apply said %q, want the webhook's warning that the Pods request no resources", out)
+	}
+	manager.Create(t, trainJob(ns, "one-cpu", queueName, 1, 5*time.Second))
+	manager.WaitCondition(t, ns, "one-cpu", trainer.TrainJobComplete, metav1.ConditionTrue, trainer.TrainJobJobsCompletedReason)
+	progress(t, "one-cpu ran on %s", waitDispatched(t, ns, "one-cpu"))
+
+	wl, err := workloadOf(manager, ns, "no-requests")
+	if err != nil || wl == nil {
+		t.Fatalf("the Workload of no-requests: %v", err)
+	}
+	admitted := meta.IsStatusConditionTrue(wl.Status.Conditions, "Admitted")
+	if !admitted || wl.Status.ClusterName != "" {
+		t.Fatalf("no-requests: admitted %t on cluster %q; Kueue dispatches TrainJobs without requests now: docs/multicluster.md says it does not",
+			admitted, wl.Status.ClusterName)
+	}
+	for name, w := range workers {
+		if _, err := w.GetTrainJob(ns, "no-requests"); !apierrors.IsNotFound(err) {
+			t.Errorf("a copy of no-requests on %s (err %v)", name, err)
+		}
+	}
+	if tj, err := manager.GetTrainJob(ns, "no-requests"); err != nil || tj.FinishedCondition() != nil || len(manager.JobsOf(t, ns, "no-requests")) > 0 {
+		t.Errorf("no-requests on the manager cluster: err %v, finished %v, want it unfinished and without Jobs", err, tj.FinishedCondition())
+	}
+	progress(t, "no-requests: admitted on the manager cluster, dispatched nowhere")
 }
