@@ -74,6 +74,9 @@ type config struct {
 	restartCount int
 	// widePods are the sizes of the wide scenario's TrainJob.
 	widePods []int
+	// multiKueueN is how many TrainJobs the multikueue scenario runs each
+	// way.
+	multiKueueN int
 	// trainJobWorkers, when set, overrides the manager configuration's
 	// controller.trainJobWorkers for the run.
 	trainJobWorkers int
@@ -85,7 +88,7 @@ func main() {
 	var full bool
 	flag.StringVar(&c.root, "root", "..", "The repository: its .dev cluster (make dev-up) is benchmarked.")
 	flag.StringVar(&c.out, "out", "", "Directory for the JSON and PNG results, relative to -root. Default <root>/bench/results.")
-	flag.StringVar(&scenarios, "scenarios", "limit,b1,b2,b3,b4,burst,suspend,progress", "Scenarios to run, comma-separated: limit (a bare client's, on the same API server), b1, b2, b3, b4, burst, suspend, progress (ours only), real (ours only, on make dev-up REAL=1; not by default), restart (not by default), wide (not by default).")
+	flag.StringVar(&scenarios, "scenarios", "limit,b1,b2,b3,b4,burst,suspend,progress", "Scenarios to run, comma-separated: limit (a bare client's, on the same API server), b1, b2, b3, b4, burst, suspend, progress (ours only), real (ours only, on make dev-up REAL=1; not by default), restart (not by default), wide (not by default), multikueue (ours only, on make dev-up MULTIKUEUE=1; not by default).")
 	flag.StringVar(&sides, "sides", "ours,kcm", "Sides to compare, comma-separated: ours (trainjob-operator), kcm (kube-controller-manager with batch Jobs), kubeflow (Kubeflow Trainer v2.3 and JobSet v0.12, run in the manager's place, built the first time).")
 	flag.BoolVar(&full, "full", false, "Full sizes: B1 N=10000, B2 N=1000, B3 rates 4 to 32 per second for 3m each, B4 1k/5k/10k sampled at rest after 3m as well, burst and suspend N=1000.")
 	flag.IntVar(&c.burstN, "burst-n", 300, "burst: TrainJobs (and batch Jobs) of one Pod created at once.")
@@ -105,6 +108,7 @@ func main() {
 	flag.IntVar(&c.realN, "real-n", 5, "real: times the torch TrainJob runs on the real node, and then on kwok.")
 	flag.StringVar(&restartNodes, "restart-nodes", "64,256", "restart: nodes (one Pod each) of the restarting TrainJob, comma-separated; one run each.")
 	flag.IntVar(&c.restartCount, "restart-count", 20, fmt.Sprintf("restart: restarts measured at each size (at most the runtime's maxRestarts, %d).", restartMaxRestarts))
+	flag.IntVar(&c.multiKueueN, "multikueue-n", 10, "multikueue: TrainJobs run one after another each way (here, queued here, dispatched to a worker).")
 	flag.StringVar(&widePods, "wide-pods", "1000", "wide: Pods of the one TrainJob (one node each), comma-separated; one run each.")
 	flag.Float64Var(&c.qps, "qps", 0, "Client QPS given to both the manager and kube-controller-manager. Default: kube-controller-manager's.")
 	flag.IntVar(&c.burst, "burst", 0, "Client burst given to both. Default: kube-controller-manager's.")
@@ -130,8 +134,8 @@ func main() {
 	c.scenarios = map[string]bool{}
 	for _, s := range strings.Split(scenarios, ",") {
 		s = strings.TrimSpace(strings.ToLower(s))
-		if !slices.Contains([]string{"limit", "b1", "b2", "b3", "b4", "burst", "suspend", "progress", "real", "restart", "wide"}, s) {
-			fail(fmt.Errorf("-scenarios: unknown scenario %q (limit, b1, b2, b3, b4, burst, suspend, progress, real, restart, wide)", s))
+		if !slices.Contains([]string{"limit", "b1", "b2", "b3", "b4", "burst", "suspend", "progress", "real", "restart", "wide", "multikueue"}, s) {
+			fail(fmt.Errorf("-scenarios: unknown scenario %q (limit, b1, b2, b3, b4, burst, suspend, progress, real, restart, wide, multikueue)", s))
 		}
 		c.scenarios[s] = true
 	}
@@ -215,7 +219,7 @@ func run(ctx context.Context, c config) error {
 	// B4 first: on the Kubeflow side it measures controllers just started,
 	// as the manager is restarted for it.
 	sided := []sidedScenario{b.footprintScenario(), b.ttlScenario(), b.deadlineScenario(), b.throughputScenario(), b.burstScenario(), b.suspendScenario(), b.progressScenario(), b.realScenario(),
-		b.restartScenario(), b.wideScenario()}
+		b.restartScenario(), b.wideScenario(), b.multiKueueScenario()}
 	var errs []error
 	record := func(name string, start time.Time, minutes float64, r any) error {
 		if err := writeJSON(filepath.Join(c.out, name+".json"), r); err != nil {
