@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
+	"github.com/trainjob-operator/trainjob-operator/internal/lifecycle"
 )
 
 // watchInterval is how often the live view looks at the cluster.
@@ -41,6 +42,8 @@ type seen struct {
 	name    string
 	state   string
 	running int
+	// dispatched: MultiKueue runs it on a worker cluster.
+	dispatched bool
 }
 
 // LiveView prints, as they happen, what happens to the TrainJobs of
@@ -107,7 +110,7 @@ func liveWatch(ctx context.Context, g *globals, cl client.Client, ns string, dem
 		for i := range tjs {
 			tj := &tjs[i]
 			present[tj.UID] = true
-			cur := &seen{name: tj.Name, state: stateOn(tj, clusters), running: running[tj.Name]}
+			cur := &seen{name: tj.Name, state: stateOn(tj, clusters), running: running[tj.Name], dispatched: lifecycle.DispatchedByMultiKueue(tj)}
 			prev := known[tj.UID]
 			switch {
 			case prev == nil:
@@ -125,7 +128,11 @@ func liveWatch(ctx context.Context, g *globals, cl client.Client, ns string, dem
 		}
 		for uid, s := range known {
 			if !present[uid] {
-				line(now, s.name, "deleted, with its Jobs, Pods and Service")
+				if s.dispatched {
+					line(now, s.name, "deleted; Kueue deletes its copy on the worker cluster")
+				} else {
+					line(now, s.name, "deleted, with its Jobs, Pods and Service")
+				}
 				delete(known, uid)
 			}
 		}
