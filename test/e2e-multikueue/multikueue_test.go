@@ -39,7 +39,11 @@ import (
 // copy.
 func TestDispatchedRunsOnAWorkerWithItsStatusMirrored(t *testing.T) {
 	ns := newNamespace(t)
-	manager.Create(t, trainJob(ns, "mirrored", queueName, 2, 15*time.Second))
+	tj := trainJob(ns, "mirrored", queueName, 2, 15*time.Second)
+	// A field Kubeflow Trainer v2.2.1's types lack, through which Kueue
+	// copies the TrainJob: kept on the manager cluster, not on the copy.
+	tj.Spec.Labels = map[string]string{"team": "a"}
+	manager.Create(t, tj)
 	tj, err := manager.GetTrainJob(ns, "mirrored")
 	if err != nil {
 		t.Fatal(err)
@@ -62,6 +66,10 @@ func TestDispatchedRunsOnAWorkerWithItsStatusMirrored(t *testing.T) {
 	}
 	if got := ptr.Deref(copied.Spec.ManagedBy, trainer.DefaultManagedBy); got != trainer.DefaultManagedBy {
 		t.Errorf("the copy's spec.managedBy = %q, want this controller's", got)
+	}
+	if tj.Spec.Labels["team"] != "a" || copied.Spec.Labels != nil {
+		t.Errorf("spec.labels %v on the manager cluster, %v on the copy; want them on the manager cluster only (docs/multicluster.md: Kueue copies through Kubeflow's types)",
+			tj.Spec.Labels, copied.Spec.Labels)
 	}
 	if _, err := workers[otherWorker(on)].GetTrainJob(ns, "mirrored"); !apierrors.IsNotFound(err) {
 		t.Errorf("a copy on %s too (err %v), want none", otherWorker(on), err)
@@ -160,7 +168,8 @@ func TestTTLOnTheManagerDeletesItEverywhere(t *testing.T) {
 
 // activeDeadlineSeconds is enforced once, on the worker, by this
 // controller on the copy; the manager cluster shows the copy's Failed
-// (DeadlineExceeded) within 5 s of the deadline.
+// (DeadlineExceeded) within 5 s of the deadline. The deadline extended on
+// the manager cluster after dispatch does not reach the copy.
 func TestDeadlineEnforcedOnTheWorker(t *testing.T) {
 	const deadline = 20
 	ns := newNamespace(t)
@@ -177,6 +186,9 @@ func TestDeadlineEnforcedOnTheWorker(t *testing.T) {
 	if copied.Spec.ActiveDeadlineSeconds == nil || *copied.Spec.ActiveDeadlineSeconds != deadline {
 		t.Fatalf("the copy's activeDeadlineSeconds = %v, want %d", copied.Spec.ActiveDeadlineSeconds, deadline)
 	}
+	// Extended on the manager cluster: the copy keeps the deadline it was
+	// dispatched with (Kueue never updates a copy's spec).
+	manager.MustKubectl(t, "patch", "trainjob", "deadline", "-n", ns, "--type=merge", "-p", `{"spec":{"activeDeadlineSeconds":3600}}`)
 	var due time.Time
 	w.Eventually(t, "the copy to start", func() error {
 		copied, err := w.GetTrainJob(ns, "deadline")
