@@ -40,6 +40,7 @@ import (
 
 	trainer "github.com/trainjob-operator/trainjob-operator/api/trainer/v1alpha1"
 	"github.com/trainjob-operator/trainjob-operator/internal/dev"
+	utiltesting "github.com/trainjob-operator/trainjob-operator/internal/util/testing"
 	"github.com/trainjob-operator/trainjob-operator/test/framework"
 )
 
@@ -157,22 +158,10 @@ func localQueue(t *testing.T, c *framework.Cluster, ns, name, cq string) {
 // trainJob is a TrainJob of nodes nodes of one CPU each on Kubeflow's
 // torch-distributed runtime, queued in queue, whose Pods run for run.
 func trainJob(ns, name, queue string, nodes int32, run time.Duration) *trainer.TrainJob {
-	return &trainer.TrainJob{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: name, Namespace: ns,
-			Labels:      map[string]string{trainer.KueueQueueNameLabel: queue},
-			Annotations: map[string]string{runFor: run.String()},
-		},
-		Spec: trainer.TrainJobSpec{
-			RuntimeRef: trainer.RuntimeRef{Name: "torch-distributed"},
-			Trainer: &trainer.Trainer{
-				NumNodes: &nodes,
-				ResourcesPerNode: &corev1.ResourceRequirements{Requests: corev1.ResourceList{
-					corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi"),
-				}},
-			},
-		},
-	}
+	return utiltesting.MakeTrainJob(name, ns).Label(trainer.KueueQueueNameLabel, queue).Annotation(runFor, run.String()).
+		NumNodes(nodes).Resources(corev1.ResourceRequirements{Requests: corev1.ResourceList{
+		corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi"),
+	}}).Obj()
 }
 
 // workload is what the tests read of the Workload Kueue keeps for a
