@@ -25,6 +25,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -165,6 +166,10 @@ type creation struct {
 	configMaps []*corev1.ConfigMap
 	secrets    []jobplan.GeneratedSecret
 	podGroup   *unstructured.Unstructured
+	// first is set for the TrainJob's first Jobs: what their Pods mount
+	// is not there yet, but for a TrainJob of the same name not deleted
+	// yet.
+	first bool
 	// startable are the replicated Jobs whose dependencies are reached: the
 	// waiting ones stop waiting once their Jobs are all created. waitingFor
 	// says, for the others, what they wait for. blockedSteps are those one
@@ -270,7 +275,8 @@ func planCreation(tj *trainer.TrainJob, obs *observed, restarting bool) *creatio
 	}
 	if len(c.jobs) > 0 {
 		c.claims, c.configMaps, c.secrets, c.podGroup = obs.plan.Claims, obs.plan.ConfigMaps, obs.plan.Secrets, obs.plan.PodGroup
-		if !createdAny(tj, obs) && needsSnapshot(tj, obs.plan, c.startable) {
+		c.first = !createdAny(tj, obs)
+		if c.first && needsSnapshot(tj, obs.plan, c.startable) {
 			// Made before the first Jobs, with the runtime they are made
 			// from, like the ConfigMaps their Pods mount.
 			snap, err := makeSnapshot(tj, obs.runtime)
@@ -288,15 +294,23 @@ func planCreation(tj *trainer.TrainJob, obs *observed, restarting bool) *creatio
 }
 
 // create creates what planCreation decided, and records in c how it went.
+// The Service is created beside the rest (a Pod needs its DNS name only
+// once it runs), and the Jobs all at once, once what their Pods need
+// exists.
 func (r *Reconciler) create(ctx context.Context, tj *trainer.TrainJob, c *creation) {
 	if c == nil {
 		return
 	}
 	if c.service {
+		var service sync.WaitGroup
 		var foreign *corev1.Service
-		if foreign, c.serviceErr = r.createService(ctx, c.serviceOf); foreign != nil {
-			c.foreignService = foreign
-		}
+		service.Go(func() { foreign, c.serviceErr = r.createService(ctx, c.serviceOf) })
+		defer func() {
+			service.Wait()
+			if foreign != nil {
+				c.foreignService = foreign
+			}
+		}()
 	}
 	podGroupMade := true
 	if c.podGroup != nil {
@@ -315,40 +329,65 @@ func (r *Reconciler) create(ctx context.Context, tj *trainer.TrainJob, c *creati
 		}
 		return
 	}
-	for _, job := range c.jobs {
-		err := r.client.Create(ctx, job)
-		if apierrors.IsAlreadyExists(err) {
-			// Ours, created by an earlier reconcile the cache has not
-			// caught up with; or not ours at all.
-			var live batchv1.Job
-			if err = r.apiReader.Get(ctx, client.ObjectKeyFromObject(job), &live); err == nil && ctrlOwnerUID(&live) != tj.UID {
-				c.taken = cmp.Or(c.taken, nameTaken(tj, "Job", &live))
-				c.blockedSteps[job.Labels[trainer.ReplicatedJobNameLabel]] = true
-				continue
-			}
-			if err == nil && ofEarlierAttempt(tj, &live) {
-				// The Job of this name of the attempt before, which the
-				// cache did not show: created once it is gone.
-				c.blockedSteps[job.Labels[trainer.ReplicatedJobNameLabel]] = true
-				continue
-			}
-		}
-		switch {
-		case err == nil:
+	outcomes := make([]jobCreation, len(c.jobs))
+	inParallel(len(c.jobs), func(i int) { outcomes[i] = r.createJob(ctx, tj, c.jobs[i]) })
+	for i, o := range outcomes {
+		job := c.jobs[i]
+		if o.created {
 			if ch, ok := childOf(job); ok {
 				c.created = append(c.created, ch)
 			}
-		case apierrors.IsNotFound(err):
-			// Read back after AlreadyExists, it was gone: try again.
-			c.blockedSteps[job.Labels[trainer.ReplicatedJobNameLabel]] = true
-			c.errs = append(c.errs, fmt.Errorf("creating Job %s: it was just deleted", klog.KObj(job)))
-		default:
-			c.blockedSteps[job.Labels[trainer.ReplicatedJobNameLabel]] = true
-			c.failed("Job", job, err)
+			continue
+		}
+		c.blockedSteps[job.Labels[trainer.ReplicatedJobNameLabel]] = true
+		c.taken = cmp.Or(c.taken, o.taken)
+		if o.refused != nil {
+			c.failed("Job", job, o.refused)
+		}
+		if o.err != nil {
+			c.errs = append(c.errs, o.err)
 		}
 	}
 	if len(c.created) > 0 {
 		ctrl.LoggerFrom(ctx).V(2).Info("Created child Jobs", "count", len(c.created))
+	}
+}
+
+// jobCreation is how the creation of one Job went: created, or not, and
+// then why, if anything is worth telling.
+type jobCreation struct {
+	created bool
+	// taken is the Created=False condition of a name held by a Job that
+	// is not the TrainJob's.
+	taken *metav1.Condition
+	// refused is the API server's answer to the creation; err any other
+	// reason to try again.
+	refused, err error
+}
+
+// createJob creates one child Job. A Job of the name that exists already is
+// the TrainJob's (created by an earlier reconcile the cache has not caught
+// up with), one of its attempt before, still going, or someone else's.
+func (r *Reconciler) createJob(ctx context.Context, tj *trainer.TrainJob, job *batchv1.Job) jobCreation {
+	err := r.client.Create(ctx, job)
+	if apierrors.IsAlreadyExists(err) {
+		var live batchv1.Job
+		if err = r.apiReader.Get(ctx, client.ObjectKeyFromObject(job), &live); err == nil && ctrlOwnerUID(&live) != tj.UID {
+			return jobCreation{taken: nameTaken(tj, "Job", &live)}
+		}
+		if err == nil && ofEarlierAttempt(tj, &live) {
+			// Created once it is gone.
+			return jobCreation{}
+		}
+	}
+	switch {
+	case err == nil:
+		return jobCreation{created: true}
+	case apierrors.IsNotFound(err):
+		// Read back after AlreadyExists, it was gone: try again.
+		return jobCreation{err: fmt.Errorf("creating Job %s: it was just deleted", klog.KObj(job))}
+	default:
+		return jobCreation{refused: err}
 	}
 }
 
@@ -539,9 +578,20 @@ func (r *Reconciler) createClaims(ctx context.Context, tj *trainer.TrainJob, c *
 func (r *Reconciler) createMounted(ctx context.Context, tj *trainer.TrainJob, c *creation) bool {
 	ok := true
 	for _, want := range c.configMaps {
-		// Read first: a TrainJob of several stages comes here once a
-		// stage, and a read costs the API server less than a refused
-		// creation.
+		// Created at once for the first Jobs, which wait for it, and read
+		// only if the name is taken; read first otherwise: a TrainJob of
+		// several stages comes here once a stage, and a read costs the API
+		// server less than a refused creation.
+		if c.first {
+			err := r.client.Create(ctx, want.DeepCopy())
+			if !apierrors.IsAlreadyExists(err) {
+				if err != nil {
+					c.failed("ConfigMap", want, err)
+					ok = false
+				}
+				continue
+			}
+		}
 		var live corev1.ConfigMap
 		err := r.apiReader.Get(ctx, client.ObjectKeyFromObject(want), &live)
 		switch {
@@ -672,13 +722,13 @@ func (r *Reconciler) deleteService(ctx context.Context, tj *trainer.TrainJob, sv
 // controller deletes its Pods. It is called on every reconcile of a finished
 // TrainJob, so a failed attempt is retried until no child runs.
 func (r *Reconciler) stopChildren(ctx context.Context, children []child) error {
-	var errs []error
+	var running []*batchv1.Job
 	for _, c := range children {
 		if toStop(c) {
-			errs = append(errs, r.setJobSuspend(ctx, c.job, true))
+			running = append(running, c.job)
 		}
 	}
-	return errors.Join(errs...)
+	return eachInParallel(running, func(job *batchv1.Job) error { return r.setJobSuspend(ctx, job, true) })
 }
 
 // toStop reports whether a child Job of a finished TrainJob is to be
@@ -694,21 +744,15 @@ func toStop(c child) bool {
 // tracking finalizer, then deleted with foreground propagation, so that
 // its name comes free only once its Pods are gone.
 func (r *Reconciler) deleteJobs(ctx context.Context, jobs []*batchv1.Job, why string) error {
-	var errs []error
-	for _, job := range jobs {
-		if err := r.releaseFinalizer(ctx, job); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if job.DeletionTimestamp != nil {
-			continue
+	return eachInParallel(jobs, func(job *batchv1.Job) error {
+		if err := r.releaseFinalizer(ctx, job); err != nil || job.DeletionTimestamp != nil {
+			return err
 		}
 		err := r.client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationForeground), client.Preconditions{UID: &job.UID})
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-			errs = append(errs, fmt.Errorf("deleting Job %s %s: %w", klog.KObj(job), why, err))
-			continue
+			return fmt.Errorf("deleting Job %s %s: %w", klog.KObj(job), why, err)
 		}
 		ctrl.LoggerFrom(ctx).V(2).Info("Deleted a Job "+why, "job", klog.KObj(job), "attempt", attemptOf(job))
-	}
-	return errors.Join(errs...)
+		return nil
+	})
 }

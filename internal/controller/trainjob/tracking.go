@@ -18,7 +18,6 @@ package trainjob
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -240,13 +239,7 @@ func (r *Reconciler) releaseRecorded(ctx context.Context, status *trainer.TrainJ
 
 // releaseFinalizers removes the tracking finalizer from each Job that has it.
 func (r *Reconciler) releaseFinalizers(ctx context.Context, jobs []*batchv1.Job) error {
-	var errs []error
-	for _, job := range jobs {
-		if err := r.releaseFinalizer(ctx, job); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
+	return eachInParallel(jobs, func(job *batchv1.Job) error { return r.releaseFinalizer(ctx, job) })
 }
 
 func (r *Reconciler) releaseFinalizer(ctx context.Context, job *batchv1.Job) error {
