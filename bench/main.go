@@ -72,8 +72,11 @@ type config struct {
 	// restartCount the restarts it measures at each.
 	restartNodes []int
 	restartCount int
-	// widePods are the sizes of the wide scenario's TrainJob.
-	widePods []int
+	// widePods are the sizes of the wide scenario's TrainJob; with
+	// wideService, kube-controller-manager's Indexed Job has the headless
+	// Service a TrainJob's Pods have.
+	widePods    []int
+	wideService bool
 	// multiKueueN is how many TrainJobs the multikueue scenario runs each
 	// way.
 	multiKueueN int
@@ -110,6 +113,7 @@ func main() {
 	flag.IntVar(&c.restartCount, "restart-count", 20, fmt.Sprintf("restart: restarts measured at each size (at most the runtime's maxRestarts, %d).", restartMaxRestarts))
 	flag.IntVar(&c.multiKueueN, "multikueue-n", 10, "multikueue: TrainJobs run one after another each way (here, queued here, dispatched to a worker).")
 	flag.StringVar(&widePods, "wide-pods", "1000", "wide: Pods of the one TrainJob (one node each), comma-separated; one run each.")
+	flag.BoolVar(&c.wideService, "wide-service", false, "wide: give kube-controller-manager's Indexed Job the headless Service of a TrainJob's Pods (the Job's Pods as its selector, not-ready addresses published, the Pods' subdomain), to show what the Service costs.")
 	flag.Float64Var(&c.qps, "qps", 0, "Client QPS given to both the manager and kube-controller-manager. Default: kube-controller-manager's.")
 	flag.IntVar(&c.burst, "burst", 0, "Client burst given to both. Default: kube-controller-manager's.")
 	flag.IntVar(&c.trainJobWorkers, "trainjob-workers", 0, "The manager's controller.trainJobWorkers for the run (TrainJobs reconciled at once). Default: the dev configuration's.")

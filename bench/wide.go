@@ -24,6 +24,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
@@ -67,6 +68,9 @@ type wideSide struct {
 type wideParams struct {
 	PodsRun    string `json:"podsRun"`
 	TTLSeconds int    `json:"ttlSeconds"`
+	// KCMService is set when kube-controller-manager's Job had the
+	// TrainJob's headless Service (-wide-service).
+	KCMService bool `json:"kcmService,omitempty"`
 }
 
 // wideScenario is one TrainJob of many nodes of one Pod each, whose Pods
@@ -75,7 +79,7 @@ type wideParams struct {
 // and JobSet with the same TrainJob (JobSet's TTL, on a copy of Kubeflow's
 // runtime), and beside one Indexed Job of the same Pods with its own TTL.
 func (b *bench) wideScenario() sidedScenario {
-	return sizedScenario(b, "wide", b.c.widePods, wideParams{PodsRun: wideRun, TTLSeconds: wideTTL}, b.wideSide, b.wideTable)
+	return sizedScenario(b, "wide", b.c.widePods, wideParams{PodsRun: wideRun, TTLSeconds: wideTTL, KCMService: b.c.wideService}, b.wideSide, b.wideTable)
 }
 
 // wideSide runs one side of the wide scenario at n Pods.
@@ -94,6 +98,9 @@ func (b *bench) wideSide(ctx context.Context, side string, n int) (wideSide, err
 
 	// tr follows the object and its Pods; ttl, the object its TTL deletes.
 	var obj client.Object
+	// service is the bare Job's headless Service (-wide-service), created
+	// before it.
+	var service *corev1.Service
 	var tr *podTracker
 	var ttl *tracker
 	list, ttlList := func() client.ObjectList { return &trainer.TrainJobList{} }, jobSetList
@@ -115,7 +122,19 @@ func (b *bench) wideSide(ctx context.Context, side string, n int) (wideSide, err
 			j.Spec.Completions, j.Spec.Parallelism = ptr.To(int32(n)), ptr.To(int32(n))
 			j.Spec.CompletionMode = ptr.To(batchv1.IndexedCompletion)
 			j.Spec.TTLSecondsAfterFinished = ptr.To[int32](wideTTL)
+			if b.c.wideService {
+				j.Spec.Template.Spec.Subdomain = j.Name
+			}
 		})
+		if b.c.wideService {
+			service = &corev1.Service{
+				ObjectMeta: metav1.ObjectMeta{Name: obj.GetName(), Namespace: ns},
+				Spec: corev1.ServiceSpec{
+					ClusterIP: corev1.ClusterIPNone, PublishNotReadyAddresses: true,
+					Selector: map[string]string{batchv1.JobNameLabel: obj.GetName()},
+				},
+			}
+		}
 		created = "batch/jobs"
 		list = func() client.ObjectList { return &batchv1.JobList{} }
 		tr, ttl, ttlList = newPodTracker(n, func(p *corev1.Pod) string { return p.Labels[batchv1.JobNameLabel] }, jobFinished), newTracker(jobFinish, jobRunning), list
@@ -152,6 +171,11 @@ func (b *bench) wideSide(ctx context.Context, side string, n int) (wideSide, err
 	tr.mu.Lock()
 	tr.created[obj.GetName()] = start
 	tr.mu.Unlock()
+	if service != nil {
+		if err := b.cl.Create(ctx, service); err != nil {
+			return wideSide{}, err
+		}
+	}
 	if err := b.cl.Create(ctx, obj); err != nil {
 		return wideSide{}, err
 	}
@@ -207,8 +231,12 @@ func (b *bench) wideTable(n int, sides []string, at []wideSide) figures {
 		figures.put("  Endpoints and EndpointSlices", s.Controller, s.Usage.Writes["endpoints"]+s.Usage.Writes["discovery.k8s.io/endpointslices"])
 		putCPU(figures, "CPU seconds", s.Controller, s.Usage.CPU)
 	}
-	fmt.Fprintf(b.out, "\nWide: one TrainJob of %d nodes of one Pod (kcm: one Indexed Job of %d Pods, no Service), Pods run %s, ttlSecondsAfterFinished %d (Kubeflow: JobSet's, deleting the JobSet; the TrainJob stays); client QPS %v / burst %d for every controller%s\n",
-		n, n, wideRun, wideTTL, b.qps, b.burst, kubeflowWorkers(sides))
+	kcmService := "no Service"
+	if b.c.wideService {
+		kcmService = "and the TrainJob's headless Service"
+	}
+	fmt.Fprintf(b.out, "\nWide: one TrainJob of %d nodes of one Pod (kcm: one Indexed Job of %d Pods, %s), Pods run %s, ttlSecondsAfterFinished %d (Kubeflow: JobSet's, deleting the JobSet; the TrainJob stays); client QPS %v / burst %d for every controller%s\n",
+		n, n, kcmService, wideRun, wideTTL, b.qps, b.burst, kubeflowWorkers(sides))
 	row := b.table(sides)
 	for _, f := range []string{"create → all Pods running", "create → Complete", "Complete → deleted", "Complete → last Pod gone", "deleted − due (finish + TTL)"} {
 		row(f, secs, figures[f])
