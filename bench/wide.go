@@ -50,6 +50,11 @@ type wideSide struct {
 	// Complete, → the object's Complete condition seen.
 	Running  float64 `json:"createToAllPodsRunning"`
 	Complete float64 `json:"createToComplete"`
+	// JobCreated is the create request → the (first) Job seen, the bare
+	// Job itself on kube-controller-manager's side; PodsCreated, → the
+	// last of the Pods seen created.
+	JobCreated  float64 `json:"createToJobCreated"`
+	PodsCreated float64 `json:"createToAllPodsCreated"`
 	// Deleted is Complete seen → the object the TTL deletes seen gone: the
 	// TrainJob; on the Kubeflow side its JobSet (JobSet's TTL: the TrainJob
 	// stays); the Job on kube-controller-manager's. PodsGone is Complete
@@ -140,14 +145,24 @@ func (b *bench) wideSide(ctx context.Context, side string, n int) (wideSide, err
 		tr, ttl, ttlList = newPodTracker(n, func(p *corev1.Pod) string { return p.Labels[batchv1.JobNameLabel] }, jobFinished), newTracker(jobFinish, jobRunning), list
 	}
 	var mu sync.Mutex
-	live := sets.New[string]()
-	var podsGone time.Time
+	live, seen := sets.New[string](), sets.New[string]()
+	var jobCreated, podsCreated, podsGone time.Time
+	observeJob := func(ev event) {
+		mu.Lock()
+		defer mu.Unlock()
+		if ev.Type == watch.Added && jobCreated.IsZero() {
+			jobCreated = ev.At
+		}
+	}
 	observePod := func(ev event) {
 		tr.observePod(ev)
 		mu.Lock()
 		defer mu.Unlock()
 		if ev.Type != watch.Deleted {
 			live.Insert(ev.Object.GetName())
+			if seen.Insert(ev.Object.GetName()); seen.Len() == n && podsCreated.IsZero() {
+				podsCreated = ev.At
+			}
 			return
 		}
 		if live.Delete(ev.Object.GetName()); live.Len() == 0 {
@@ -157,7 +172,7 @@ func (b *bench) wideSide(ctx context.Context, side string, n int) (wideSide, err
 	for _, w := range []struct {
 		list    func() client.ObjectList
 		observe func(event)
-	}{{list, tr.observe}, {ttlList, ttl.observe}, {func() client.ObjectList { return &corev1.PodList{} }, observePod}} {
+	}{{list, tr.observe}, {ttlList, ttl.observe}, {func() client.ObjectList { return &batchv1.JobList{} }, observeJob}, {func() client.ObjectList { return &corev1.PodList{} }, observePod}} {
 		if err := b.watchAll(wctx, ns, w.list, w.observe); err != nil {
 			return wideSide{}, err
 		}
@@ -211,9 +226,10 @@ func (b *bench) wideSide(ctx context.Context, side string, n int) (wideSide, err
 	ttl.mu.Unlock()
 	mu.Lock()
 	s.PodsGone = podsGone.Sub(complete).Seconds()
+	s.JobCreated, s.PodsCreated = jobCreated.Sub(start).Seconds(), podsCreated.Sub(start).Seconds()
 	mu.Unlock()
-	b.logf("  create → all Pods running %s, → Complete %s; Complete → deleted %s (%s after due), → Pods gone %s",
-		secs(s.Running), secs(s.Complete), secs(s.Deleted), secs(s.Late), secs(s.PodsGone))
+	b.logf("  create → Job %s, → all Pods created %s, → all Pods running %s, → Complete %s; Complete → deleted %s (%s after due), → Pods gone %s",
+		secs(s.JobCreated), secs(s.PodsCreated), secs(s.Running), secs(s.Complete), secs(s.Deleted), secs(s.Late), secs(s.PodsGone))
 	b.logf("  %.0f cluster writes; CPU seconds %s", s.Usage.WritesTotal, cpuShares(s.Usage.CPU))
 	return s, nil
 }
@@ -222,6 +238,8 @@ func (b *bench) wideSide(ctx context.Context, side string, n int) (wideSide, err
 func (b *bench) wideTable(n int, sides []string, at []wideSide) figures {
 	figures := figures{}
 	for _, s := range at {
+		figures.put("create → Job created", s.Controller, s.JobCreated)
+		figures.put("create → all Pods created", s.Controller, s.PodsCreated)
 		figures.put("create → all Pods running", s.Controller, s.Running)
 		figures.put("create → Complete", s.Controller, s.Complete)
 		figures.put("Complete → deleted", s.Controller, s.Deleted)
@@ -238,7 +256,7 @@ func (b *bench) wideTable(n int, sides []string, at []wideSide) figures {
 	fmt.Fprintf(b.out, "\nWide: one TrainJob of %d nodes of one Pod (kcm: one Indexed Job of %d Pods, %s), Pods run %s, ttlSecondsAfterFinished %d (Kubeflow: JobSet's, deleting the JobSet; the TrainJob stays); client QPS %v / burst %d for every controller%s\n",
 		n, n, kcmService, wideRun, wideTTL, b.qps, b.burst, kubeflowWorkers(sides))
 	row := b.table(sides)
-	for _, f := range []string{"create → all Pods running", "create → Complete", "Complete → deleted", "Complete → last Pod gone", "deleted − due (finish + TTL)"} {
+	for _, f := range []string{"create → Job created", "create → all Pods created", "create → all Pods running", "create → Complete", "Complete → deleted", "Complete → last Pod gone", "deleted − due (finish + TTL)"} {
 		row(f, secs, figures[f])
 	}
 	count := func(v float64) string { return fmt.Sprintf("%.0f", v) }
