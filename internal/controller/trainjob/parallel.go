@@ -17,8 +17,10 @@ limitations under the License.
 package trainjob
 
 import (
+	"context"
 	"errors"
-	"sync"
+
+	"k8s.io/client-go/util/workqueue"
 )
 
 // childRequests bounds how many requests about one TrainJob's children a
@@ -30,22 +32,11 @@ const childRequests = 16
 
 // inParallel runs do(i) for each i in [0, n), at most childRequests at a
 // time, and returns once all have returned. do must only write what is its
-// own (its index's slot of a result slice).
+// own (its index's slot of a result slice). Every piece runs, so every
+// slot holds an outcome: the requests themselves carry the reconcile's
+// context, and fail with it.
 func inParallel(n int, do func(i int)) {
-	if n == 1 {
-		do(0)
-		return
-	}
-	slots := make(chan struct{}, childRequests)
-	var wg sync.WaitGroup
-	for i := range n {
-		slots <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-slots }()
-			do(i)
-		})
-	}
-	wg.Wait()
+	workqueue.ParallelizeUntil(context.Background(), childRequests, n, do)
 }
 
 // eachInParallel runs do for each item, in parallel as inParallel does, and
