@@ -290,9 +290,9 @@ func stripTrainJob(o any) (any, error) {
 }
 
 // caches limits what the manager's caches hold: the Jobs and Services
-// TrainJobs own rather than every Job and Service of the cluster, what the
-// TrainJob webhook reads of quotas, and the webhook certificate's Secret
-// alone.
+// TrainJobs own rather than every Job and Service of the cluster, of their
+// Pods the failed ones alone, what the TrainJob webhook reads of quotas,
+// and the webhook certificate's Secret alone.
 func caches(cfg *configv1alpha1.Configuration) map[client.Object]cache.ByObject {
 	owned, err := labels.NewRequirement(trainer.TrainJobNameLabel, selection.Exists, nil)
 	utilruntime.Must(err)
@@ -300,6 +300,7 @@ func caches(cfg *configv1alpha1.Configuration) map[client.Object]cache.ByObject 
 	byObject := map[client.Object]cache.ByObject{
 		&batchv1.Job{}:      {Label: selector, Transform: stripJob},
 		&corev1.Service{}:   {Label: selector},
+		&corev1.Pod{}:       trainjob.FailedPodCache(selector),
 		&trainer.TrainJob{}: {Transform: stripTrainJob},
 	}
 	if *cfg.Webhook.Enable {

@@ -41,8 +41,9 @@ import (
 // Changes that wait already do not push the reconcile further back.
 //
 // Two changes do not wait: a Job's failure verdict (FailureTarget or
-// Failed appearing) and a Job gone. A restart waits on each of them in
-// turn, with the whole allocation idle; each comes once in a Job's life.
+// Failed appearing, or the failed Pod that decides it: see podfailure.go)
+// and a Job gone. A restart waits on each of them in turn, with the whole
+// allocation idle; each comes once in a Job's life.
 const childBatchPeriod = time.Second
 
 // enqueueOwnerBatched enqueues the TrainJob that controls a child object,

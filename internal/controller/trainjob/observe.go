@@ -117,8 +117,9 @@ func (r *Reconciler) cachedTrainJob(ctx context.Context, key types.NamespacedNam
 	return &tj, nil
 }
 
-// observe reads what the TrainJob's decision depends on: its children, what
-// became of those the cache does not show, its Service and, until its Jobs
+// observe reads what the TrainJob's decision depends on: its children (with
+// the failures their failed Pods decide), what became of those the cache
+// does not show, its Service and, until its Jobs
 // are all created, its runtime. Without the list of its children nothing
 // can be decided, and it returns that error; the other reads that fail are
 // in obs.errs.
@@ -129,6 +130,9 @@ func (r *Reconciler) observe(ctx context.Context, tj *trainer.TrainJob) (*observ
 		return nil, err
 	}
 	obs.errs = append(obs.errs, r.lookUpMissing(ctx, tj, obs))
+	if tj.DeletionTimestamp == nil {
+		obs.errs = append(obs.errs, r.readPodFailures(ctx, tj, obs.children))
+	}
 	svc, err := r.getService(ctx, tj)
 	obs.service, obs.noService, obs.errs = svc, svc == nil && err == nil, append(obs.errs, err)
 	if tj.FinishedCondition() != nil || tj.DeletionTimestamp != nil ||

@@ -72,7 +72,9 @@ const (
 // Job controller's verdict, final and with the reason and message Failed
 // will copy; Failed follows once the Job's Pods have terminated, seconds
 // later on a wide Job. A restart waits for the Pods anyway (the Job is
-// deleted in the foreground), so it need not wait twice.
+// deleted in the foreground), so it need not wait twice. (A Job whose
+// failed Pod decides its failure is given the verdict before the Job
+// controller writes it: readPodFailures.)
 func jobOutcome(job *batchv1.Job) (outcome, *batchv1.JobCondition) {
 	for i := range job.Status.Conditions {
 		c := &job.Status.Conditions[i]

@@ -197,6 +197,7 @@ func NewReconciler(c client.Client, apiReader client.Reader, recorder events.Eve
 // +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainjobs/finalizers,verbs=update
 // +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainingruntimes;clustertrainingruntimes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups="",resources=pods,verbs=list;watch
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;create
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;create;update
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create
@@ -415,6 +416,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named(ControllerName).
 		For(&trainer.TrainJob{}, builder.WithPredicates(predicate.Or(r.writes.observer(), trainJobUpdates))).
 		WatchesRawSource(source.Kind(mgr.GetCache(), &batchv1.Job{}, enqueueOwnerBatched(childBatchPeriod), childJobUpdates)).
+		WatchesRawSource(source.Kind(mgr.GetCache(), &corev1.Pod{}, enqueueFailingPodOwner())).
 		Owns(&corev1.Service{}).
 		Watches(&trainer.ClusterTrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(r.waitingOn(trainer.ClusterTrainingRuntimeKind))).
 		Watches(&trainer.TrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(r.waitingOn(trainer.TrainingRuntimeKind))).
