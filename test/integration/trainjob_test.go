@@ -142,6 +142,44 @@ func TestFailsWhenAJobFails(t *testing.T) {
 	waitReleased(t, ns, "tj-ps-0")
 }
 
+// A Job that fails with its first failed Pod fails the TrainJob as soon as
+// one of its Pods fails: envtest runs no Job controller, so the verdict
+// comes from the Pod alone, through the manager's watch of failed Pods.
+func TestFailsWhenAPodFailsItsJob(t *testing.T) {
+	ns := cluster.NewNamespace(t)
+	torchRuntime(t, ns, utiltesting.MakeRuntimeSpec().ReplicatedJobs(
+		utiltesting.MakeReplicatedJob("node").Trainer().BackoffLimit(0).Obj()))
+	cluster.Create(t, trainJobOn("tj", ns).NumNodes(2).Obj())
+	job := waitJob(t, ns, "tj-node-0")
+	setJobStatus(t, ns, "tj-node-0", func(w *utiltesting.JobWrapper) { w.Active(2) })
+	waitRunning(t, ns, "tj")
+
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			GenerateName: "tj-node-0-1-", Namespace: ns,
+			Labels:          job.Spec.Template.Labels,
+			Annotations:     map[string]string{batchv1.JobCompletionIndexAnnotation: "1"},
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(job, batchv1.SchemeGroupVersion.WithKind("Job"))},
+			Finalizers:      []string{batchv1.JobTrackingFinalizer},
+		},
+		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "node", Image: "trainer"}}},
+	}
+	cluster.Create(t, pod)
+	t.Cleanup(func() {
+		pod.Finalizers = nil
+		_ = cluster.Client.Update(context.Background(), pod)
+	})
+	pod.Status.Phase = corev1.PodFailed
+	if err := cluster.Client.Status().Update(context.Background(), pod); err != nil {
+		t.Fatalf("failing Pod %s: %v", pod.Name, err)
+	}
+	tj := cluster.WaitCondition(t, ns, "tj", trainer.TrainJobFailed, metav1.ConditionTrue, trainer.TrainJobJobFailedReason)
+	want := "Job tj-node-0 failed: BackoffLimitExceeded: Job has reached the specified backoff limit"
+	if c := tj.Status.Conditions[0]; c.Message != want {
+		t.Errorf("Failed message %q, want %q", c.Message, want)
+	}
+}
+
 func TestCreatedSuspended(t *testing.T) {
 	ns := cluster.NewNamespace(t)
 	torchRuntime(t, ns, utiltesting.MakeRuntimeSpec().Torch())
