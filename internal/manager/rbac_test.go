@@ -89,8 +89,10 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 		// to date; the status server's CA in each namespace, listed and
 		// watched by its one name (a field selector the cache sets).
 		"/configmaps": {"get", "list", "watch", "create", "update"},
-		// The Pod a progress report's token is bound to, read by name.
-		"/pods": {"get"},
+		// The Pod a progress report's token is bound to, read by name;
+		// the failed Pods that decide a Job's failure, listed and
+		// watched through a field selector on their phase.
+		"/pods": {"get", "list", "watch"},
 		// The PodGroups of podGroupPolicy, likewise.
 		"scheduling.x-k8s.io/podgroups":   {"get", "create", "update"},
 		"scheduling.volcano.sh/podgroups": {"get", "create", "update"},
